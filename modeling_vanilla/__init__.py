@@ -1,0 +1,32 @@
+"""The original Transformer (Vaswani et al., 2017) for Hugging Face transformers.
+
+Importing the package registers the model with transformers' Auto classes, and marks the classes so that
+`save_pretrained` writes their code and an `auto_map` beside the weights (for `trust_remote_code=True` loading where
+this package is not installed).
+"""
+
+from transformers import AutoConfig, AutoModel, AutoModelForSeq2SeqLM
+
+from .configuration_vanilla import PRESETS, VanillaConfig
+from .modeling_vanilla import (
+    VanillaForConditionalGeneration,
+    VanillaModel,
+    VanillaPreTrainedModel,
+    sinusoidal_positional_encoding,
+)
+
+AutoConfig.register(VanillaConfig.model_type, VanillaConfig)
+AutoModel.register(VanillaConfig, VanillaModel)
+AutoModelForSeq2SeqLM.register(VanillaConfig, VanillaForConditionalGeneration)
+VanillaConfig.register_for_auto_class()
+VanillaModel.register_for_auto_class("AutoModel")
+VanillaForConditionalGeneration.register_for_auto_class("AutoModelForSeq2SeqLM")
+
+__all__ = [
+    "PRESETS",
+    "VanillaConfig",
+    "VanillaForConditionalGeneration",
+    "VanillaModel",
+    "VanillaPreTrainedModel",
+    "sinusoidal_positional_encoding",
+]

@@ -1,0 +1,670 @@
+"""The Transformer of "Attention Is All You Need" (Vaswani et al., 2017) as a transformers model.
+
+The file follows the paper: positional encoding (section 3.5), scaled dot-product and multi-head attention (3.2),
+position-wise feed-forward network (3.3), encoder and decoder layers (3.1), the two stacks, the encoder-decoder model,
+and the language-model head whose pre-softmax projection shares its weights with both embeddings (3.4).
+
+Fidelity notes: every place where this code differs from the paper, or decides what the paper leaves open.
+
+- Biases. The paper does not say whether projections carry biases. Every linear layer here has one, as in fairseq,
+  Marian and The Annotated Transformer; only the pre-softmax projection has none (it is the embedding matrix).
+- Initialisation is not in the paper. We follow the reference implementations (tensor2tensor, fairseq): Xavier
+  uniform for projection weights, zero biases, and N(0, d_model^-0.5) for the shared embedding, so that the
+  sqrt(d_model) scaling of section 3.4 gives token vectors of unit variance.
+- Dropout (section 5.4) is applied to each sub-layer output before the residual sum and to the sums of embeddings
+  and positional encodings, with `dropout` (0.1 base, 0.3 big). Attention-weight and FFN-inner dropout are not in
+  the paper; they exist as `attention_dropout` and `activation_dropout` and default to 0.
+- Label smoothing (section 5.4, 0.1) is a training choice: the model's loss is plain cross-entropy, like every
+  transformers seq2seq model, and training applies smoothing through the Trainer's `label_smoothing_factor`.
+- Beam search (section 6.1: beam 4, length penalty 0.6) uses transformers' `generate`, which divides a hypothesis'
+  log-probability by length**alpha; the paper (after GNMT) divides by ((5 + length) / 6)**alpha. Both favour longer
+  outputs the same way; scores, and rarely the chosen hypothesis, differ.
+- Maximum output length is input length + 50 (section 6.1): `generate` applies it when the call and the generation
+  config set no length.
+- The decoder starts from `<s>` (`decoder_start_token_id`); the paper does not name its start symbol.
+- The positional encoding is computed on the fly in float32 for the positions at hand: no table, no maximum length,
+  nothing to restore after loading (transformers builds models on the meta device).
+"""
+
+import math
+from collections.abc import Callable
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+from transformers import GenerationConfig, GenerationMixin, PreTrainedModel
+from transformers import initialization as init
+from transformers.activations import ACT2FN
+from transformers.cache_utils import Cache, DynamicCache, EncoderDecoderCache
+from transformers.masking_utils import create_bidirectional_mask, create_causal_mask
+from transformers.modeling_layers import GradientCheckpointingLayer
+from transformers.modeling_outputs import (
+    BaseModelOutput,
+    BaseModelOutputWithPastAndCrossAttentions,
+    Seq2SeqLMOutput,
+    Seq2SeqModelOutput,
+)
+from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+from transformers.processing_utils import Unpack
+from transformers.utils import TransformersKwargs, can_return_tuple, is_torchdynamo_compiling
+from transformers.utils.deprecation import deprecate_kwarg
+from transformers.utils.generic import merge_with_config_defaults
+from transformers.utils.output_capturing import OutputRecorder, capture_outputs
+
+from .configuration_vanilla import VanillaConfig
+
+# Section 6.1: "We set the maximum output length during inference to input length + 50".
+EXTRA_OUTPUT_LENGTH = 50
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# 3.5 Positional encoding
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def sinusoidal_positional_encoding(positions: torch.Tensor, d_model: int) -> torch.Tensor:
+    """PE(pos, 2i) = sin(pos / 10000^(2i/d_model)) and PE(pos, 2i+1) = cos(pos / 10000^(2i/d_model)) (section 3.5).
+
+    `positions` is a 1-D tensor of absolute positions; the result, `(len(positions), d_model)` in float32, has the
+    sine on even and the cosine on odd dimensions. Any position works: there is no maximum length.
+    """
+    two_i = torch.arange(0, d_model, 2, dtype=torch.float32, device=positions.device)
+    angles = positions.to(torch.float32)[:, None] / torch.pow(10000.0, two_i / d_model)
+    return torch.stack((angles.sin(), angles.cos()), dim=-1).flatten(-2)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# 3.2 Attention
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def eager_attention_forward(
+    module: nn.Module,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    scaling: float,
+    dropout: float = 0.0,
+    **kwargs: Unpack[TransformersKwargs],
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Attention(Q, K, V) = softmax(Q K^T / sqrt(d_k)) V (equation 1), for all heads at once.
+
+    `query`, `key`, `value` are `(batch, heads, length, d_k)`; `attention_mask` is additive (0 to keep, a large
+    negative number to drop) and already holds the causal part. Returns the output as `(batch, length, heads, d_k)`
+    and the attention weights.
+    """
+    scores = torch.matmul(query, key.transpose(2, 3)) * scaling
+    if attention_mask is not None:
+        scores = scores + attention_mask
+    weights = F.softmax(scores, dim=-1, dtype=torch.float32).to(query.dtype)
+    weights = F.dropout(weights, p=dropout, training=module.training)
+    return torch.matmul(weights, value).transpose(1, 2).contiguous(), weights
+
+
+class VanillaAttention(nn.Module):
+    """Multi-head attention (section 3.2.2): MultiHead(Q, K, V) = Concat(head_1, ..., head_h) W^O.
+
+    Each head is scaled dot-product attention on its own learned projections of queries, keys and values, with
+    d_k = d_v = d_model / h. The kernel comes from transformers' attention interface (`eager` is equation 1 above;
+    `sdpa`, flash and flex compute the same function). `is_causal` tells the kernels whether the module masks future
+    positions: only the decoder's self-attention does (section 3.2.3).
+    """
+
+    def __init__(self, config: VanillaConfig, num_heads: int, is_causal: bool, layer_idx: int | None = None):
+        super().__init__()
+        self.config = config
+        self.num_heads = num_heads
+        self.head_dim = config.d_model // num_heads
+        self.scaling = self.head_dim**-0.5
+        self.attention_dropout = config.attention_dropout
+        self.is_causal = is_causal
+        self.layer_idx = layer_idx
+        self.q_proj = nn.Linear(config.d_model, config.d_model)
+        self.k_proj = nn.Linear(config.d_model, config.d_model)
+        self.v_proj = nn.Linear(config.d_model, config.d_model)
+        self.out_proj = nn.Linear(config.d_model, config.d_model)
+
+    def _split_heads(self, states: torch.Tensor) -> torch.Tensor:
+        return states.view(*states.shape[:-1], -1, self.head_dim).transpose(1, 2)
+
+    def forward(
+        self,
+        hidden_states: torch.Tensor,
+        attention_mask: torch.Tensor | None,
+        key_value_states: torch.Tensor | None = None,
+        cache: EncoderDecoderCache | None = None,
+        **kwargs: Unpack[TransformersKwargs],
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Queries come from `hidden_states`; keys and values from `key_value_states` (cross-attention: the encoder
+        output) or from `hidden_states` (self-attention). With a cache, self-attention appends this step's keys
+        and values, and cross-attention projects the encoder output once, on the first step, then reuses it."""
+        is_cross_attention = key_value_states is not None
+        query = self._split_heads(self.q_proj(hidden_states))
+
+        if is_cross_attention and cache is not None and cache.is_updated.get(self.layer_idx):
+            layer_cache = cache.cross_attention_cache.layers[self.layer_idx]
+            key, value = layer_cache.keys, layer_cache.values
+        else:
+            source = key_value_states if is_cross_attention else hidden_states
+            key = self._split_heads(self.k_proj(source))
+            value = self._split_heads(self.v_proj(source))
+            if cache is not None:
+                if is_cross_attention:
+                    key, value = cache.cross_attention_cache.update(key, value, self.layer_idx)
+                    cache.is_updated[self.layer_idx] = True
+                else:
+                    key, value = cache.self_attention_cache.update(key, value, self.layer_idx)
+
+        attention_interface: Callable = ALL_ATTENTION_FUNCTIONS.get_interface(
+            self.config._attn_implementation, eager_attention_forward
+        )
+        output, weights = attention_interface(
+            self,
+            query,
+            key,
+            value,
+            attention_mask,
+            dropout=self.attention_dropout if self.training else 0.0,
+            scaling=self.scaling,
+            **kwargs,
+        )
+        output = output.reshape(*hidden_states.shape[:-1], -1)
+        return self.out_proj(output), weights
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# 3.3 Position-wise feed-forward network
+# ---------------------------------------------------------------------------------------------------------------
+
+
+class VanillaFeedForward(nn.Module):
+    """FFN(x) = max(0, x W1 + b1) W2 + b2 (equation 2), the same at every position; inner size d_ff."""
+
+    def __init__(self, config: VanillaConfig, ffn_dim: int):
+        super().__init__()
+        self.fc1 = nn.Linear(config.d_model, ffn_dim)
+        self.activation = ACT2FN[config.activation_function]
+        self.activation_dropout = nn.Dropout(config.activation_dropout)
+        self.fc2 = nn.Linear(ffn_dim, config.d_model)
+
+    def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        return self.fc2(self.activation_dropout(self.activation(self.fc1(hidden_states))))
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# 3.1 Encoder and decoder layers: LayerNorm(x + Dropout(Sublayer(x)))
+# ---------------------------------------------------------------------------------------------------------------
+
+
+class VanillaEncoderLayer(GradientCheckpointingLayer):
+    """Encoder layer (section 3.1): self-attention, then the feed-forward network, each wrapped as
+    LayerNorm(x + Dropout(Sublayer(x))) (post-LN, dropout as in section 5.4)."""
+
+    def __init__(self, config: VanillaConfig):
+        super().__init__()
+        self.self_attn = VanillaAttention(config, config.encoder_attention_heads, is_causal=False)
+        self.self_attn_norm = nn.LayerNorm(config.d_model)
+        self.feed_forward = VanillaFeedForward(config, config.encoder_ffn_dim)
+        self.feed_forward_norm = nn.LayerNorm(config.d_model)
+        self.dropout = nn.Dropout(config.dropout)
+
+    def forward(
+        self, hidden_states: torch.Tensor, attention_mask: torch.Tensor | None, **kwargs: Unpack[TransformersKwargs]
+    ) -> torch.Tensor:
+        attended, _ = self.self_attn(hidden_states, attention_mask, **kwargs)
+        hidden_states = self.self_attn_norm(hidden_states + self.dropout(attended))
+        return self.feed_forward_norm(hidden_states + self.dropout(self.feed_forward(hidden_states)))
+
+
+class VanillaDecoderLayer(GradientCheckpointingLayer):
+    """Decoder layer (section 3.1): masked self-attention, attention over the encoder output, then the feed-forward
+    network, each wrapped as LayerNorm(x + Dropout(Sublayer(x)))."""
+
+    def __init__(self, config: VanillaConfig, layer_idx: int):
+        super().__init__()
+        heads = config.decoder_attention_heads
+        self.self_attn = VanillaAttention(config, heads, is_causal=True, layer_idx=layer_idx)
+        self.self_attn_norm = nn.LayerNorm(config.d_model)
+        self.cross_attn = VanillaAttention(config, heads, is_causal=False, layer_idx=layer_idx)
+        self.cross_attn_norm = nn.LayerNorm(config.d_model)
+        self.feed_forward = VanillaFeedForward(config, config.decoder_ffn_dim)
+        self.feed_forward_norm = nn.LayerNorm(config.d_model)
+        self.dropout = nn.Dropout(config.dropout)
+
+    @deprecate_kwarg("past_key_values", "5.40.0", new_name="cache")
+    def forward(
+        self,
+        hidden_states: torch.Tensor,
+        attention_mask: torch.Tensor | None,
+        encoder_hidden_states: torch.Tensor,
+        encoder_attention_mask: torch.Tensor | None = None,
+        cache: EncoderDecoderCache | None = None,
+        use_cache: bool | None = None,
+        **kwargs: Unpack[TransformersKwargs],
+    ) -> torch.Tensor:
+        attended, _ = self.self_attn(hidden_states, attention_mask, cache=cache, **kwargs)
+        hidden_states = self.self_attn_norm(hidden_states + self.dropout(attended))
+        attended, _ = self.cross_attn(
+            hidden_states, encoder_attention_mask, key_value_states=encoder_hidden_states, cache=cache, **kwargs
+        )
+        hidden_states = self.cross_attn_norm(hidden_states + self.dropout(attended))
+        return self.feed_forward_norm(hidden_states + self.dropout(self.feed_forward(hidden_states)))
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Shared machinery: weight initialisation, input checks, the input representation of both stacks
+# ---------------------------------------------------------------------------------------------------------------
+
+
+class VanillaPreTrainedModel(PreTrainedModel):
+    """Weight initialisation and transformers plumbing shared by all Vanilla models.
+
+    Initialisation (not specified by the paper; as tensor2tensor and fairseq do it): Xavier uniform for every
+    projection weight, zero biases, N(0, d_model^-0.5) for the shared token embedding, LayerNorm gain 1 and bias 0.
+    """
+
+    config: VanillaConfig
+    base_model_prefix = "model"
+    main_input_name = "input_ids"
+    supports_gradient_checkpointing = True
+    _no_split_modules = ["VanillaEncoderLayer", "VanillaDecoderLayer"]
+    _supports_sdpa = True
+    _supports_flash_attn = True
+    _supports_flex_attn = True
+
+    def _init_weights(self, module: nn.Module) -> None:
+        if isinstance(module, nn.Linear):
+            init.xavier_uniform_(module.weight)
+            if module.bias is not None:
+                init.zeros_(module.bias)
+        elif isinstance(module, nn.Embedding):
+            init.normal_(module.weight, mean=0.0, std=self.config.d_model**-0.5)
+        elif isinstance(module, nn.LayerNorm):
+            init.ones_(module.weight)
+            init.zeros_(module.bias)
+
+    def save_pretrained(self, save_directory: str, *args, **kwargs) -> None:
+        """Saves as transformers does; the folder's `auto_map` names both Auto classes, so that `AutoModel` and
+        `AutoModelForSeq2SeqLM` load it with `trust_remote_code=True` where this package is not installed."""
+        if self._auto_class is not None:
+            self.config.auto_map = {
+                **getattr(self.config, "auto_map", {}),
+                "AutoModel": "modeling_vanilla.VanillaModel",
+                "AutoModelForSeq2SeqLM": "modeling_vanilla.VanillaForConditionalGeneration",
+            }
+        super().save_pretrained(save_directory, *args, **kwargs)
+
+
+def check_token_ids(ids: torch.Tensor, vocab_size: int, name: str, ignore_index: int | None = None) -> None:
+    """Raises a ValueError naming `name` if an id lies outside [0, vocab_size) (`ignore_index` excepted)."""
+    if ids.dtype not in (torch.int64, torch.int32, torch.int16, torch.uint8, torch.int8):
+        raise ValueError(f"{name} must hold integer token ids, got dtype {ids.dtype}")
+    if is_torchdynamo_compiling() or ids.numel() == 0:
+        return
+    valid = ids if ignore_index is None else ids[ids != ignore_index]
+    if valid.numel() and (valid.min() < 0 or valid.max() >= vocab_size):
+        bad = valid[(valid < 0) | (valid >= vocab_size)].unique()[:10].tolist()
+        raise ValueError(f"{name} holds ids outside the vocabulary [0, {vocab_size}): {bad}")
+
+
+def check_attention_mask(mask: torch.Tensor | None, expected: tuple[int, int], name: str) -> None:
+    """Raises a ValueError naming `name` unless the 2-D padding mask has shape `expected` (batch, length)."""
+    if mask is None or mask.dim() == 4:  # a prepared 4-D mask is passed through untouched, as transformers does
+        return
+    if tuple(mask.shape) != expected:
+        raise ValueError(f"{name} has shape {tuple(mask.shape)}, expected (batch, length) = {expected}")
+    if mask.is_floating_point() or mask.is_complex():
+        if not ((mask == 0) | (mask == 1)).all():
+            raise ValueError(f"{name} must hold 0 (padding) and 1 (token), got other values")
+
+
+class VanillaStack(VanillaPreTrainedModel):
+    """What the encoder and decoder share: the input representation of section 3.4 and 3.5."""
+
+    def __init__(self, config: VanillaConfig):
+        super().__init__(config)
+        self.embed_tokens = nn.Embedding(config.vocab_size, config.d_model)
+        self.embed_scale = math.sqrt(config.d_model) if config.scale_embedding else 1.0
+        self.dropout = nn.Dropout(config.dropout)
+
+    def get_input_embeddings(self) -> nn.Embedding:
+        return self.embed_tokens
+
+    def set_input_embeddings(self, value: nn.Embedding) -> None:
+        self.embed_tokens = value
+
+    def embed(
+        self, input_ids: torch.Tensor | None, inputs_embeds: torch.Tensor | None, past_length: int, name: str
+    ) -> torch.Tensor:
+        """Dropout(Embedding(tokens) * sqrt(d_model) + PE(positions)) (sections 3.4, 3.5 and 5.4).
+
+        `inputs_embeds`, if given instead of ids, is the raw embedding lookup (what `get_input_embeddings()`
+        returns for the ids); it is scaled the same way, so both routes give the same result.
+        """
+        if (input_ids is None) == (inputs_embeds is None):
+            raise ValueError(f"pass exactly one of {name} and its embeddings, got both or neither")
+        if input_ids is not None:
+            if input_ids.dim() != 2:
+                raise ValueError(f"{name} must be (batch, length), got shape {tuple(input_ids.shape)}")
+            check_token_ids(input_ids, self.config.vocab_size, name)
+            inputs_embeds = self.embed_tokens(input_ids)
+        elif inputs_embeds.dim() != 3 or inputs_embeds.shape[-1] != self.config.d_model:
+            raise ValueError(
+                f"embeddings for {name} must be (batch, length, {self.config.d_model}), "
+                f"got shape {tuple(inputs_embeds.shape)}"
+            )
+        positions = torch.arange(past_length, past_length + inputs_embeds.shape[1], device=inputs_embeds.device)
+        encoding = sinusoidal_positional_encoding(positions, self.config.d_model).to(inputs_embeds.dtype)
+        return self.dropout(inputs_embeds * self.embed_scale + encoding)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# 3.1 The encoder and decoder stacks
+# ---------------------------------------------------------------------------------------------------------------
+
+
+class VanillaEncoder(VanillaStack):
+    """The encoder (section 3.1): N identical layers over the embedded source sequence."""
+
+    _can_record_outputs = {"hidden_states": VanillaEncoderLayer, "attentions": VanillaAttention}
+
+    def __init__(self, config: VanillaConfig):
+        super().__init__(config)
+        self.layers = nn.ModuleList(VanillaEncoderLayer(config) for _ in range(config.encoder_layers))
+        self.post_init()
+
+    @merge_with_config_defaults
+    @capture_outputs
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        **kwargs: Unpack[TransformersKwargs],
+    ) -> BaseModelOutput:
+        """`attention_mask` is the `(batch, source_length)` padding mask: 1 for tokens, 0 for padding."""
+        hidden_states = self.embed(input_ids, inputs_embeds, past_length=0, name="input_ids")
+        check_attention_mask(attention_mask, tuple(hidden_states.shape[:2]), "attention_mask")
+        mask = create_bidirectional_mask(config=self.config, inputs_embeds=hidden_states, attention_mask=attention_mask)
+        for layer in self.layers:
+            hidden_states = layer(hidden_states, mask, **kwargs)
+        return BaseModelOutput(last_hidden_state=hidden_states)
+
+
+class VanillaDecoder(VanillaStack):
+    """The decoder (section 3.1): N identical layers; self-attention is masked so that position i sees only
+    positions < i of the (right-shifted) output, and every layer attends over the encoder output."""
+
+    _can_record_outputs = {
+        "hidden_states": VanillaDecoderLayer,
+        "attentions": OutputRecorder(VanillaAttention, index=1, layer_name="self_attn"),
+        "cross_attentions": OutputRecorder(VanillaAttention, index=1, layer_name="cross_attn"),
+    }
+
+    def __init__(self, config: VanillaConfig):
+        super().__init__(config)
+        self.layers = nn.ModuleList(VanillaDecoderLayer(config, layer_idx=i) for i in range(config.decoder_layers))
+        self.post_init()
+
+    @merge_with_config_defaults
+    @capture_outputs
+    @deprecate_kwarg("past_key_values", "5.40.0", new_name="cache")
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        encoder_hidden_states: torch.Tensor | None = None,
+        encoder_attention_mask: torch.Tensor | None = None,
+        cache: Cache | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        use_cache: bool | None = None,
+        **kwargs: Unpack[TransformersKwargs],
+    ) -> BaseModelOutputWithPastAndCrossAttentions:
+        """`attention_mask` is the target padding mask over past and current positions; `encoder_attention_mask`
+        the source padding mask. With `use_cache`, keys and values are kept in an `EncoderDecoderCache`."""
+        if encoder_hidden_states is None:
+            raise ValueError("the decoder needs encoder_hidden_states: it attends over the encoder output")
+        if use_cache and cache is None:
+            cache = EncoderDecoderCache(DynamicCache(config=self.config), DynamicCache(config=self.config))
+        if cache is not None and not isinstance(cache, EncoderDecoderCache):
+            raise TypeError(f"the decoder cache must be an EncoderDecoderCache, got {type(cache).__name__}")
+        past_length = cache.get_seq_length() if cache is not None else 0
+
+        hidden_states = self.embed(input_ids, inputs_embeds, past_length, name="decoder_input_ids")
+        batch_size, length = hidden_states.shape[:2]
+        check_attention_mask(attention_mask, (batch_size, past_length + length), "decoder_attention_mask")
+        check_attention_mask(
+            encoder_attention_mask, tuple(encoder_hidden_states.shape[:2]), "attention_mask (source padding)"
+        )
+        self_attention_mask = create_causal_mask(
+            config=self.config,
+            inputs_embeds=hidden_states,
+            attention_mask=attention_mask,
+            cache=cache.self_attention_cache if cache is not None else None,
+        )
+        cross_attention_mask = create_bidirectional_mask(
+            config=self.config,
+            inputs_embeds=hidden_states,
+            attention_mask=encoder_attention_mask,
+            encoder_hidden_states=encoder_hidden_states,
+        )
+        for layer in self.layers:
+            hidden_states = layer(
+                hidden_states,
+                self_attention_mask,
+                encoder_hidden_states,
+                encoder_attention_mask=cross_attention_mask,
+                cache=cache,
+                use_cache=use_cache,
+                **kwargs,
+            )
+        return BaseModelOutputWithPastAndCrossAttentions(last_hidden_state=hidden_states, cache=cache)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The encoder-decoder model, and the model with its pre-softmax projection (section 3.4)
+# ---------------------------------------------------------------------------------------------------------------
+
+
+class VanillaModel(VanillaPreTrainedModel):
+    """Encoder and decoder over one shared vocabulary: both stacks use the same embedding matrix (section 3.4)."""
+
+    _tied_weights_keys = {
+        "encoder.embed_tokens.weight": "shared.weight",
+        "decoder.embed_tokens.weight": "shared.weight",
+    }
+
+    def __init__(self, config: VanillaConfig):
+        super().__init__(config)
+        self.shared = nn.Embedding(config.vocab_size, config.d_model)
+        self.encoder = VanillaEncoder(config)
+        self.decoder = VanillaDecoder(config)
+        self.post_init()
+
+    def get_input_embeddings(self) -> nn.Embedding:
+        return self.shared
+
+    def set_input_embeddings(self, value: nn.Embedding) -> None:
+        self.shared = self.encoder.embed_tokens = self.decoder.embed_tokens = value
+
+    @can_return_tuple
+    @deprecate_kwarg("past_key_values", "5.40.0", new_name="cache")
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        decoder_input_ids: torch.LongTensor | None = None,
+        decoder_attention_mask: torch.Tensor | None = None,
+        encoder_outputs: BaseModelOutput | tuple[torch.Tensor, ...] | None = None,
+        cache: EncoderDecoderCache | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        decoder_inputs_embeds: torch.Tensor | None = None,
+        use_cache: bool | None = None,
+        **kwargs: Unpack[TransformersKwargs],
+    ) -> Seq2SeqModelOutput:
+        """Encodes the source (unless `encoder_outputs` is given) and decodes the right-shifted target."""
+        if encoder_outputs is None:
+            encoder_outputs = self.encoder(
+                input_ids=input_ids, attention_mask=attention_mask, inputs_embeds=inputs_embeds, **kwargs
+            )
+        elif not isinstance(encoder_outputs, BaseModelOutput):
+            encoder_outputs = BaseModelOutput(
+                last_hidden_state=encoder_outputs[0],
+                hidden_states=encoder_outputs[1] if len(encoder_outputs) > 1 else None,
+                attentions=encoder_outputs[2] if len(encoder_outputs) > 2 else None,
+            )
+        if decoder_input_ids is None and decoder_inputs_embeds is None:
+            raise ValueError(
+                "VanillaModel needs decoder_input_ids (the target shifted right, starting with "
+                "decoder_start_token_id); VanillaForConditionalGeneration builds them from labels"
+            )
+        decoder_outputs = self.decoder(
+            input_ids=decoder_input_ids,
+            attention_mask=decoder_attention_mask,
+            encoder_hidden_states=encoder_outputs.last_hidden_state,
+            encoder_attention_mask=attention_mask,
+            cache=cache,
+            inputs_embeds=decoder_inputs_embeds,
+            use_cache=use_cache,
+            **kwargs,
+        )
+        return Seq2SeqModelOutput(
+            last_hidden_state=decoder_outputs.last_hidden_state,
+            cache=decoder_outputs.cache,
+            decoder_hidden_states=decoder_outputs.hidden_states,
+            decoder_attentions=decoder_outputs.attentions,
+            cross_attentions=decoder_outputs.cross_attentions,
+            encoder_last_hidden_state=encoder_outputs.last_hidden_state,
+            encoder_hidden_states=encoder_outputs.hidden_states,
+            encoder_attentions=encoder_outputs.attentions,
+        )
+
+
+def shift_tokens_right(labels: torch.Tensor, pad_token_id: int, decoder_start_token_id: int) -> torch.Tensor:
+    """Decoder input from labels: start token, then the labels shifted right by one (ignored -100 become pad)."""
+    shifted = labels.new_full(labels.shape, decoder_start_token_id)
+    shifted[:, 1:] = labels[:, :-1]
+    return shifted.masked_fill(shifted == -100, pad_token_id)
+
+
+def translation_loss(
+    logits: torch.Tensor, labels: torch.Tensor, num_items_in_batch: torch.Tensor | int | None = None
+) -> torch.Tensor:
+    """Cross-entropy over target tokens whose label is not -100.
+
+    Without `num_items_in_batch` it is the mean over this batch's tokens. The Trainer passes the number of target
+    tokens in the whole (accumulated, all-process) batch: the loss is then the sum divided by that number, so that
+    gradient accumulation and data parallelism give the gradient of the mean over the full batch.
+    """
+    labels = labels.to(logits.device)
+    flat_logits, flat_labels = logits.reshape(-1, logits.shape[-1]).float(), labels.reshape(-1)
+    if num_items_in_batch is None:
+        return F.cross_entropy(flat_logits, flat_labels, ignore_index=-100)
+    total = F.cross_entropy(flat_logits, flat_labels, ignore_index=-100, reduction="sum")
+    if torch.is_tensor(num_items_in_batch):
+        num_items_in_batch = num_items_in_batch.to(total.device)
+    return total / num_items_in_batch
+
+
+class VanillaForConditionalGeneration(VanillaPreTrainedModel, GenerationMixin):
+    """The Transformer for translation: `VanillaModel` plus the pre-softmax projection, which is the shared
+    embedding matrix itself (section 3.4), so source embedding, target embedding and output projection are one
+    parameter. Decoding defaults follow section 6.1: beam size 4, length penalty 0.6, output length input + 50."""
+
+    _tied_weights_keys = {"lm_head.weight": "model.shared.weight"}
+
+    def __init__(self, config: VanillaConfig):
+        super().__init__(config)
+        self.model = VanillaModel(config)
+        self.lm_head = nn.Linear(config.d_model, config.vocab_size, bias=False)
+        self.post_init()
+        self.generation_config = GenerationConfig(
+            num_beams=4,
+            length_penalty=0.6,
+            early_stopping=True,
+            bos_token_id=config.bos_token_id,
+            eos_token_id=config.eos_token_id,
+            pad_token_id=config.pad_token_id,
+            decoder_start_token_id=config.decoder_start_token_id,
+        )
+
+    def prepare_decoder_input_ids_from_labels(self, labels: torch.Tensor) -> torch.Tensor:
+        return shift_tokens_right(labels, self.config.pad_token_id, self.config.decoder_start_token_id)
+
+    @can_return_tuple
+    @deprecate_kwarg("past_key_values", "5.40.0", new_name="cache")
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        decoder_input_ids: torch.LongTensor | None = None,
+        decoder_attention_mask: torch.Tensor | None = None,
+        encoder_outputs: BaseModelOutput | tuple[torch.Tensor, ...] | None = None,
+        cache: EncoderDecoderCache | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        decoder_inputs_embeds: torch.Tensor | None = None,
+        labels: torch.LongTensor | None = None,
+        use_cache: bool | None = None,
+        **kwargs: Unpack[TransformersKwargs],
+    ) -> Seq2SeqLMOutput:
+        """Logits over the shared vocabulary for every target position; with `labels` (target ids, -100 to
+        ignore) also the loss, and `decoder_input_ids` default to the labels shifted right."""
+        num_items_in_batch = kwargs.pop("num_items_in_batch", None)
+        if labels is not None:
+            check_token_ids(labels, self.config.vocab_size, "labels", ignore_index=-100)
+            use_cache = False
+            if decoder_input_ids is None and decoder_inputs_embeds is None:
+                decoder_input_ids = self.prepare_decoder_input_ids_from_labels(labels)
+        outputs = self.model(
+            input_ids,
+            attention_mask=attention_mask,
+            decoder_input_ids=decoder_input_ids,
+            decoder_attention_mask=decoder_attention_mask,
+            encoder_outputs=encoder_outputs,
+            cache=cache,
+            inputs_embeds=inputs_embeds,
+            decoder_inputs_embeds=decoder_inputs_embeds,
+            use_cache=use_cache,
+            **kwargs,
+        )
+        logits = self.lm_head(outputs.last_hidden_state)
+        loss = None if labels is None else translation_loss(logits, labels, num_items_in_batch)
+        return Seq2SeqLMOutput(
+            loss=loss,
+            logits=logits,
+            cache=outputs.cache,
+            decoder_hidden_states=outputs.decoder_hidden_states,
+            decoder_attentions=outputs.decoder_attentions,
+            cross_attentions=outputs.cross_attentions,
+            encoder_last_hidden_state=outputs.encoder_last_hidden_state,
+            encoder_hidden_states=outputs.encoder_hidden_states,
+            encoder_attentions=outputs.encoder_attentions,
+        )
+
+    def generate(
+        self, inputs: torch.Tensor | None = None, generation_config: GenerationConfig | None = None, **kwargs
+    ) -> torch.LongTensor:
+        """transformers' `generate`, with the paper's length limit (section 6.1): when neither the call nor the
+        generation config sets `max_length` or `max_new_tokens`, at most source length + 50 new tokens."""
+        config = generation_config if generation_config is not None else self.generation_config
+        length_unset = all(
+            kwargs.get(k) is None and getattr(config, k) is None for k in ("max_length", "max_new_tokens")
+        )
+        if length_unset:
+            source = inputs if inputs is not None else kwargs.get("input_ids", kwargs.get("inputs_embeds"))
+            if source is None and kwargs.get("encoder_outputs") is not None:
+                source = kwargs["encoder_outputs"].last_hidden_state
+            if source is not None:
+                kwargs["max_new_tokens"] = source.shape[1] + EXTRA_OUTPUT_LENGTH
+        return super().generate(inputs, generation_config, **kwargs)
+
+
+__all__ = [
+    "VanillaEncoder",
+    "VanillaDecoder",
+    "VanillaForConditionalGeneration",
+    "VanillaModel",
+    "VanillaPreTrainedModel",
+    "sinusoidal_positional_encoding",
+]

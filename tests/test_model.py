@@ -1,0 +1,266 @@
+"""Model behaviour: causality, padding, cache, attention kernels, loss contract, transformers conventions."""
+
+import pytest
+import torch
+
+from modeling_vanilla import VanillaConfig, VanillaForConditionalGeneration, VanillaModel
+
+from tiny import padded_batch, tiny_config, tiny_model
+
+
+def _logits(model, ids, mask, decoder_ids, **kwargs):
+    with torch.no_grad():
+        return model(input_ids=ids, attention_mask=mask, decoder_input_ids=decoder_ids, **kwargs).logits
+
+
+def test_decoder_is_causal():
+    """Changing target tokens t+1.. never changes the logits at positions <= t (section 3.2.3)."""
+    model = tiny_model(std=0.3)
+    ids, mask = padded_batch()
+    decoder_ids = torch.randint(4, 64, (3, 10), generator=torch.Generator().manual_seed(1))
+    reference = _logits(model, ids, mask, decoder_ids)
+    for t in (0, 4, 8):
+        changed = decoder_ids.clone()
+        changed[:, t + 1 :] = torch.randint(4, 64, changed[:, t + 1 :].shape)
+        logits = _logits(model, ids, mask, changed)
+        assert torch.allclose(logits[:, : t + 1], reference[:, : t + 1], atol=1e-5)
+        assert not torch.allclose(logits[:, t + 1 :], reference[:, t + 1 :], atol=1e-3)
+
+
+@pytest.mark.parametrize("attn_implementation", ["eager", "sdpa"])
+def test_padded_batch_equals_each_sentence_alone(attn_implementation):
+    model = tiny_model(std=0.3)
+    model.set_attn_implementation(attn_implementation)
+    ids, mask = padded_batch(lengths=(9, 6, 3))
+    decoder_ids = torch.randint(4, 64, (3, 7), generator=torch.Generator().manual_seed(2))
+    decoder_mask = torch.ones_like(decoder_ids)
+    decoder_mask[2, 4:] = 0  # padded target too
+    batched = _logits(model, ids, mask, decoder_ids, decoder_attention_mask=decoder_mask)
+    for row, length in enumerate((9, 6, 3)):
+        target_length = int(decoder_mask[row].sum())
+        alone = _logits(model, ids[row : row + 1, :length], None, decoder_ids[row : row + 1, :target_length])
+        assert torch.allclose(batched[row, :target_length], alone[0], atol=1e-5)
+
+
+def test_step_by_step_decoding_with_cache_equals_full_forward():
+    model = tiny_model(std=0.3)
+    ids, mask = padded_batch()
+    decoder_ids = torch.randint(4, 64, (3, 8), generator=torch.Generator().manual_seed(3))
+    full = _logits(model, ids, mask, decoder_ids)
+    with torch.no_grad():
+        encoder_outputs = model.get_encoder()(input_ids=ids, attention_mask=mask)
+        cache, steps = None, []
+        for t in range(decoder_ids.shape[1]):
+            out = model(
+                encoder_outputs=encoder_outputs,
+                attention_mask=mask,
+                decoder_input_ids=decoder_ids[:, t : t + 1],
+                cache=cache,
+                use_cache=True,
+            )
+            cache = out.cache
+            steps.append(out.logits)
+    assert cache.get_seq_length() == decoder_ids.shape[1]
+    assert torch.allclose(torch.cat(steps, dim=1), full, atol=1e-5)
+
+
+def test_cross_attention_keys_and_values_are_projected_once():
+    model = tiny_model(std=0.3)
+    ids, mask = padded_batch()
+    calls = []
+    model.model.decoder.layers[0].cross_attn.k_proj.register_forward_hook(lambda *args: calls.append(1))
+    with torch.no_grad():
+        model.generate(input_ids=ids, attention_mask=mask, num_beams=1, max_new_tokens=6, min_new_tokens=6)
+    assert len(calls) == 1
+
+
+GENERATION_MODES = {
+    "greedy": {"num_beams": 1},
+    "beam": {"num_beams": 4, "length_penalty": 0.6, "early_stopping": True},
+}
+
+
+@pytest.mark.parametrize("mode", GENERATION_MODES)
+def test_generate_with_and_without_cache_is_identical(mode):
+    model = tiny_model(std=0.4)
+    ids, mask = padded_batch()
+    kwargs = dict(GENERATION_MODES[mode], max_new_tokens=12, no_repeat_ngram_size=1, return_dict_in_generate=True)
+    kwargs["output_scores"] = True
+    with torch.no_grad():
+        cached = model.generate(input_ids=ids, attention_mask=mask, use_cache=True, **kwargs)
+        uncached = model.generate(input_ids=ids, attention_mask=mask, use_cache=False, **kwargs)
+    assert torch.equal(cached.sequences, uncached.sequences)
+    assert len(set(cached.sequences[0].tolist())) > 5  # not degenerate
+    if mode == "beam":
+        assert torch.allclose(cached.sequences_scores, uncached.sequences_scores, atol=1e-5)
+    else:
+        for a, b in zip(cached.scores, uncached.scores, strict=True):
+            assert torch.allclose(a, b, atol=1e-4)
+
+
+@pytest.mark.parametrize("mode", GENERATION_MODES)
+def test_eager_and_sdpa_agree(mode):
+    ids, mask = padded_batch()
+    eager = tiny_model(std=0.4, attn_implementation="eager")
+    sdpa = tiny_model(std=0.4)
+    assert eager.config._attn_implementation == "eager" and sdpa.config._attn_implementation == "sdpa"
+    decoder_ids = torch.randint(4, 64, (3, 6), generator=torch.Generator().manual_seed(4))
+    assert torch.allclose(_logits(eager, ids, mask, decoder_ids), _logits(sdpa, ids, mask, decoder_ids), atol=1e-5)
+    kwargs = dict(GENERATION_MODES[mode], max_new_tokens=12, no_repeat_ngram_size=1)
+    with torch.no_grad():
+        assert torch.equal(
+            eager.generate(input_ids=ids, attention_mask=mask, **kwargs),
+            sdpa.generate(input_ids=ids, attention_mask=mask, **kwargs),
+        )
+
+
+def test_every_attention_module_declares_its_causality():
+    model = tiny_model()
+    for layer in model.model.encoder.layers:
+        assert layer.self_attn.is_causal is False
+    for layer in model.model.decoder.layers:
+        assert layer.self_attn.is_causal is True
+        assert layer.cross_attn.is_causal is False
+
+
+def test_sampling_is_reproducible_and_differs_from_greedy():
+    model = tiny_model(std=0.4)
+    ids, mask = padded_batch()
+    torch.manual_seed(0)
+    first = model.generate(input_ids=ids, attention_mask=mask, do_sample=True, num_beams=1, max_new_tokens=10)
+    torch.manual_seed(0)
+    second = model.generate(input_ids=ids, attention_mask=mask, do_sample=True, num_beams=1, max_new_tokens=10)
+    greedy = model.generate(input_ids=ids, attention_mask=mask, num_beams=1, max_new_tokens=10)
+    assert torch.equal(first, second)
+    assert not torch.equal(first, greedy)
+
+
+def test_generation_defaults_are_the_papers():
+    model = tiny_model(std=0.4)
+    config = model.generation_config
+    assert (config.num_beams, config.length_penalty, config.early_stopping) == (4, 0.6, True)
+    assert config.decoder_start_token_id == 2 and config.eos_token_id == 3 and config.pad_token_id == 0
+    ids, mask = padded_batch(lengths=(5, 4))
+    with torch.no_grad():
+        # Section 6.1: at most input length + 50 output tokens when nothing else is set; eos suppressed to reach it.
+        out = model.generate(input_ids=ids, attention_mask=mask, suppress_tokens=[3])
+        assert out.shape[1] == 1 + 5 + 50
+        assert model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=7).shape[1] <= 8
+
+
+def test_loss_is_mean_cross_entropy_and_honours_num_items_in_batch():
+    model = tiny_model(std=0.3)
+    ids, mask = padded_batch()
+    labels = torch.randint(4, 64, (3, 6), generator=torch.Generator().manual_seed(5))
+    labels[1, 4:] = -100
+    with torch.no_grad():
+        out = model(input_ids=ids, attention_mask=mask, labels=labels)
+        keep = labels != -100
+        log_probs = out.logits.log_softmax(-1)
+        by_hand = -log_probs[keep].gather(-1, labels[keep][:, None]).mean()
+        assert out.loss.item() == pytest.approx(by_hand.item(), rel=1e-5)
+        summed = model(input_ids=ids, attention_mask=mask, labels=labels, num_items_in_batch=torch.tensor(40))
+        assert summed.loss.item() == pytest.approx(by_hand.item() * keep.sum().item() / 40, rel=1e-5)
+    # decoder inputs default to the labels shifted right, starting with decoder_start_token_id
+    shifted = model.prepare_decoder_input_ids_from_labels(labels)
+    assert shifted[:, 0].eq(2).all() and torch.equal(shifted[0, 1:], labels[0, :-1])
+    assert shifted[1, 5].item() == 0  # -100 became pad
+
+
+def test_inputs_embeds_equal_input_ids():
+    model = tiny_model(std=0.3)
+    ids, mask = padded_batch()
+    decoder_ids = torch.randint(4, 64, (3, 5))
+    embed = model.get_input_embeddings()
+    with torch.no_grad():
+        by_ids = _logits(model, ids, mask, decoder_ids)
+        by_embeds = model(
+            inputs_embeds=embed(ids), attention_mask=mask, decoder_inputs_embeds=embed(decoder_ids)
+        ).logits
+    assert torch.allclose(by_ids, by_embeds, atol=1e-6)
+
+
+def test_return_dict_false_and_optional_outputs():
+    model = tiny_model(attn_implementation="eager")
+    ids, mask = padded_batch()
+    labels = torch.randint(4, 64, (3, 5))
+    with torch.no_grad():
+        as_tuple = model(input_ids=ids, attention_mask=mask, labels=labels, return_dict=False)
+        out = model(
+            input_ids=ids, attention_mask=mask, labels=labels, output_attentions=True, output_hidden_states=True
+        )
+    assert isinstance(as_tuple, tuple) and torch.equal(as_tuple[0], out.loss) and torch.equal(as_tuple[1], out.logits)
+    assert len(out.encoder_hidden_states) == len(out.decoder_hidden_states) == 3  # embeddings + 2 layers
+    assert torch.equal(out.encoder_hidden_states[-1], out.encoder_last_hidden_state)
+    assert len(out.encoder_attentions) == len(out.decoder_attentions) == len(out.cross_attentions) == 2
+    assert out.encoder_attentions[0].shape == (3, 4, 9, 9)
+    assert out.cross_attentions[0].shape == (3, 4, 5, 9)
+    weights = out.decoder_attentions[0]
+    assert torch.allclose(weights.sum(-1), torch.ones(3, 4, 5), atol=1e-5)
+    assert weights.triu(diagonal=1).abs().max() == 0  # causal
+    assert out.encoder_attentions[0][1, :, :, 6:].abs().max() == 0  # padding is never attended
+
+
+def test_gradient_checkpointing_gives_the_same_gradients():
+    ids, mask = padded_batch()
+    labels = torch.randint(4, 64, (3, 5), generator=torch.Generator().manual_seed(6))
+    grads = []
+    for checkpointing in (False, True):
+        model = tiny_model(seed=1, dropout=0.0)
+        model.train()
+        if checkpointing:
+            model.activation_checkpointing_enable()
+            assert model.model.encoder.layers[0].gradient_checkpointing
+        model(input_ids=ids, attention_mask=mask, labels=labels).loss.backward()
+        grads.append(torch.cat([p.grad.flatten() for p in model.parameters()]))
+    assert torch.allclose(grads[0], grads[1], atol=1e-6)
+
+
+def test_config_aliases_and_accessors():
+    model = tiny_model()
+    config = model.config
+    assert (config.hidden_size, config.num_attention_heads, config.num_hidden_layers) == (32, 4, 2)
+    assert model.get_encoder() is model.model.encoder and model.get_decoder() is model.model.decoder
+    assert model.get_output_embeddings() is model.lm_head
+    new = torch.nn.Embedding(64, 32)
+    model.set_input_embeddings(new)
+    assert model.model.encoder.embed_tokens is new and model.model.decoder.embed_tokens is new
+
+
+def test_resize_token_embeddings_keeps_the_three_way_tie():
+    model = tiny_model()
+    model.resize_token_embeddings(80)
+    shared = model.model.shared.weight
+    assert shared.shape == (80, 32) and model.config.vocab_size == 80
+    assert model.lm_head.weight is shared
+    assert model.model.encoder.embed_tokens.weight is shared and model.model.decoder.embed_tokens.weight is shared
+    ids, mask = padded_batch(vocab_size=80)
+    ids[0, 0] = 79
+    assert _logits(model, ids, mask, torch.full((3, 2), 2)).shape == (3, 2, 80)
+
+
+def test_base_model_returns_seq2seq_output():
+    torch.manual_seed(0)
+    model = VanillaModel(tiny_config()).eval()
+    ids, mask = padded_batch()
+    out = model(input_ids=ids, attention_mask=mask, decoder_input_ids=torch.full((3, 4), 2))
+    assert out.last_hidden_state.shape == (3, 4, 32) and out.encoder_last_hidden_state.shape == (3, 9, 32)
+    with pytest.raises(ValueError, match="decoder_input_ids"):
+        model(input_ids=ids, attention_mask=mask)
+
+
+def test_bf16_autocast_forward_and_backward_stay_finite():
+    model = tiny_model()
+    model.train()
+    ids, mask = padded_batch()
+    labels = torch.randint(4, 64, (3, 5))
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        loss = model(input_ids=ids, attention_mask=mask, labels=labels).loss
+    loss.backward()
+    assert torch.isfinite(loss) and all(torch.isfinite(p.grad).all() for p in model.parameters())
+
+
+def test_big_preset_builds_with_dropout_03():
+    with torch.device("meta"):
+        model = VanillaForConditionalGeneration(VanillaConfig.from_preset("big", vocab_size=100))
+    assert model.model.encoder.layers[0].dropout.p == 0.3 and model.model.encoder.dropout.p == 0.3

@@ -1,0 +1,1 @@
+"""Training, data and evaluation for the vanilla Transformer."""
