@@ -101,9 +101,7 @@ class RepoStore:
             repo_dir = self._dir(repo_id)
             if (repo_dir / "repo.json").exists():
                 return False
-            self._write_json(
-                repo_dir / "repo.json", {"private": private, "createdAt": _now(), "refs": {BRANCH: None}}
-            )
+            self._write_json(repo_dir / "repo.json", {"private": private, "createdAt": _now(), "refs": {BRANCH: None}})
             self.commit(repo_id, BRANCH, {"summary": "initial commit"}, {".gitattributes": GITATTRIBUTES}, [])
             return True
 
@@ -153,9 +151,7 @@ class RepoStore:
                 raise HubError(404, f"Invalid rev id: {branch}", "RevisionNotFound")
             parent = meta["refs"][branch]
             if header.get("parentCommit") not in (None, parent):
-                raise HubError(
-                    412, "The branch was updated since you opened this page. Please refresh and try again."
-                )
+                raise HubError(412, "The branch was updated since you opened this page. Please refresh and try again.")
             files = dict(self.files(repo_id, parent)) if parent else {}
             for path in deleted:
                 gone = [p for p in files if p == path or (path.endswith("/") and p.startswith(path))]
@@ -241,9 +237,7 @@ class _Handler(BaseHTTPRequestHandler):
             for methods, pattern, name in self.ROUTES:
                 match = re.fullmatch(pattern, url.path)
                 if self.command in methods.split() and match:
-                    args = {
-                        key: unquote(value) for key, value in match.groupdict().items() if value is not None
-                    }
+                    args = {key: unquote(value) for key, value in match.groupdict().items() if value is not None}
                     reply = getattr(self, f"_route_{name}")(**args)
                     break
         except HubError as err:

@@ -15,6 +15,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+
 from hub_server import FakeHub
 
 SERVER_SCRIPT = Path(__file__).with_name("hub_server.py")
@@ -140,11 +141,7 @@ def test_hf_hub_client_round_trip(tmp_path: Path) -> None:
     for name, data in files.items():
         assert (Path(out["snapshot"]) / name).read_bytes() == data
         assert after_upload[name] == data
-    assert (
-        sorted(out["files_after_delete"])
-        == sorted(after_delete)
-        == [".gitattributes", "README.md", "config.json"]
-    )
+    assert sorted(out["files_after_delete"]) == sorted(after_delete) == [".gitattributes", "README.md", "config.json"]
     assert out["info_sha"] == out["last_commit"]
     assert out["stale_parent_status"] == 412
     assert out["private"] is True

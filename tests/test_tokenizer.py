@@ -1,0 +1,110 @@
+"""The joint BPE tokenizer: special tokens, </s>, lossless round trips, save/reload and the CLI."""
+
+from pathlib import Path
+
+import datasets
+import pytest
+from transformers import AutoTokenizer, PreTrainedTokenizerFast
+
+from training import tokenizer as tokenizer_module
+from training.tokenizer import SPECIAL_TOKENS, corpus_texts, train_joint_bpe
+
+PAIRS = [
+    (
+        "In the beginning God created the heavens and the earth.",
+        "Im Anfang schuf Gott die Himmel und die Erde.",
+    ),
+    ("The earth was formless and empty.", "Und die Erde war wüst und leer."),
+    ("Darkness was on the surface of the deep.", "Finsternis war über der Tiefe."),
+    ("God's Spirit was hovering over the waters.", "Der Geist Gottes schwebte über den Wassern."),
+    ("God said, Let there be light, and there was light.", "Gott sprach: Es werde Licht! und es ward Licht."),
+    ("The street is beautiful, so that I thank him.", "Die Straße ist schön, daß ich ihm danke."),
+    ("Oil, fire and bread are great gifts.", "Öl, Feuer und Brot sind große Gaben; Ärger und Übel weichen."),
+]
+ENGLISH = "God said, let there be light in the street."
+GERMAN = "Gott sprach: Es werde Licht über der großen Straße, daß Öl fließe!"
+VOCAB_SIZE = 120
+
+
+def training_texts() -> list[str]:
+    return [text for pair in PAIRS for text in pair] * 5
+
+
+@pytest.fixture(scope="module")
+def tok() -> PreTrainedTokenizerFast:
+    return train_joint_bpe(training_texts(), vocab_size=VOCAB_SIZE, model_max_length=64)
+
+
+def test_special_token_ids(tok: PreTrainedTokenizerFast) -> None:
+    assert [tok.convert_tokens_to_ids(token) for token in SPECIAL_TOKENS] == [0, 1, 2, 3]
+    assert (tok.pad_token_id, tok.unk_token_id, tok.bos_token_id, tok.eos_token_id) == (0, 1, 2, 3)
+    assert tok.model_max_length == 64
+
+
+def test_eos_appended(tok: PreTrainedTokenizerFast) -> None:
+    for text in (ENGLISH, GERMAN):
+        ids = tok(text)["input_ids"]
+        assert ids[-1] == tok.eos_token_id and tok.eos_token_id not in ids[:-1]
+        assert tok.bos_token_id not in ids
+
+
+@pytest.mark.parametrize("text", [ENGLISH, GERMAN, "Ärger, Übel und Größe: ß!"])
+def test_round_trip(tok: PreTrainedTokenizerFast, text: str) -> None:
+    ids = tok(text)["input_ids"]
+    assert tok.unk_token_id not in ids
+    assert tok.decode(ids, skip_special_tokens=True) == text
+
+
+def test_vocab_size_honoured(tok: PreTrainedTokenizerFast) -> None:
+    assert len(tok) == VOCAB_SIZE
+    assert len(train_joint_bpe(training_texts(), vocab_size=10_000)) < 10_000  # an upper bound, not padded
+
+
+@pytest.mark.parametrize("vocab_size", [0, 4, 20])
+def test_vocab_size_too_small(vocab_size: int) -> None:
+    with pytest.raises(ValueError, match=f"vocab_size={vocab_size}"):
+        train_joint_bpe(training_texts(), vocab_size=vocab_size)
+
+
+def test_model_max_length_validated() -> None:
+    with pytest.raises(ValueError, match="model_max_length=0"):
+        train_joint_bpe(training_texts(), vocab_size=VOCAB_SIZE, model_max_length=0)
+
+
+def test_save_and_auto_reload(tok: PreTrainedTokenizerFast, tmp_path: Path) -> None:
+    tok.save_pretrained(tmp_path)
+    reloaded = AutoTokenizer.from_pretrained(tmp_path)
+    assert (reloaded.pad_token, reloaded.unk_token, reloaded.bos_token, reloaded.eos_token) == SPECIAL_TOKENS
+    assert (reloaded.pad_token_id, reloaded.eos_token_id) == (0, 3)
+    assert reloaded.model_max_length == 64
+    for text in (ENGLISH, GERMAN):
+        assert reloaded(text)["input_ids"] == tok(text)["input_ids"]
+
+
+def test_text_target_gives_labels(tok: PreTrainedTokenizerFast) -> None:
+    encoded = tok([ENGLISH], text_target=[GERMAN])
+    assert encoded["input_ids"] == [tok(ENGLISH)["input_ids"]]
+    assert encoded["labels"] == [tok(GERMAN)["input_ids"]]
+
+
+def translation_dict() -> datasets.DatasetDict:
+    rows = [{"translation": {"en": en, "de": de}} for en, de in PAIRS]
+    held_out = [{"translation": {"en": "held out", "de": "zurückgehalten"}}]
+    return datasets.DatasetDict(
+        {"train": datasets.Dataset.from_list(rows), "validation": datasets.Dataset.from_list(held_out)}
+    )
+
+
+def test_corpus_texts() -> None:
+    assert list(corpus_texts(translation_dict(), "en-de")) == [text for pair in PAIRS for text in pair]
+    with pytest.raises(ValueError, match="en-xx"):
+        list(corpus_texts(translation_dict(), "en-xx"))
+
+
+def test_cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setattr(tokenizer_module, "load_corpus", lambda pair, data_dir: translation_dict())
+    tokenizer_module.main(["--pair", "en-de", "--vocab-size", "100", "--out", str(tmp_path)])
+    reloaded = AutoTokenizer.from_pretrained(tmp_path)
+    assert len(reloaded) == 100
+    assert reloaded.decode(reloaded(GERMAN)["input_ids"], skip_special_tokens=True) == GERMAN
+    assert "en-de: 100 tokens" in capsys.readouterr().out
