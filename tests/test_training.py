@@ -1,0 +1,228 @@
+"""Training: the paper's schedule and optimiser, token-budget batches, checkpoint averaging, a whole run on small
+data, and data parallelism (2 CPU processes give the weights of 1 process with the same global batch)."""
+
+import json
+import os
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import datasets
+import pytest
+import torch
+from safetensors.torch import load_file
+from transformers import Seq2SeqTrainingArguments, set_seed
+
+from modeling_vanilla import VanillaConfig, VanillaForConditionalGeneration
+from training.average_checkpoints import average_checkpoints, checkpoints_in
+from training.batching import TokenBudgetBatchSampler
+from training.evaluation import corpus_bleu
+from training.tokenizer import train_joint_bpe
+from training.train import Seq2SeqCollator, TranslationTrainer, main
+
+from tiny import tiny_model
+
+WORDS = {"one": "eins", "two": "zwei", "three": "drei", "house": "Haus", "the": "das", "big": "große", "red": "rote"}
+
+
+def write_toy_corpus(folder: Path, sizes: dict[str, int], seed: int = 0) -> dict[str, Path]:
+    """A word-for-word 'translation' task in the built-in corpus's JSONL layout."""
+    rng = random.Random(seed)
+    paths = {}
+    for split, size in sizes.items():
+        lines = []
+        for _ in range(size):
+            english = [rng.choice(list(WORDS)) for _ in range(rng.randint(2, 7))]
+            german = [WORDS[w] for w in english]
+            lines.append(json.dumps({"translation": {"en": " ".join(english), "de": " ".join(german)}}))
+        paths[split] = folder / f"{split}.jsonl"
+        paths[split].write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return paths
+
+
+def toy_trainer(tmp_path: Path, warmup_steps: int = 100) -> TranslationTrainer:
+    model = tiny_model()
+    args = Seq2SeqTrainingArguments(
+        output_dir=str(tmp_path),
+        learning_rate=model.config.d_model**-0.5,
+        adam_beta1=0.9,
+        adam_beta2=0.98,
+        adam_epsilon=1e-9,
+        weight_decay=0.0,
+        report_to="none",
+    )
+    return TranslationTrainer(
+        model=model,
+        args=args,
+        data_collator=Seq2SeqCollator(model, pad_token_id=0),
+        max_tokens=64,
+        warmup_steps=warmup_steps,
+        bleu_sources=[],
+        bleu_references=[],
+    )
+
+
+def test_learning_rate_follows_equation_3(tmp_path):
+    trainer = toy_trainer(tmp_path, warmup_steps=100)
+    trainer.create_optimizer_and_scheduler(num_training_steps=2000)
+    optimizer, scheduler = trainer.optimizer, trainer.lr_scheduler
+    group = optimizer.param_groups[0]
+    assert group["betas"] == (0.9, 0.98) and group["eps"] == 1e-9 and group["weight_decay"] == 0.0
+    d_model = 32
+    for step in range(1, 1001):
+        expected = d_model**-0.5 * min(step**-0.5, step * 100**-1.5)
+        assert scheduler.get_last_lr()[0] == pytest.approx(expected, rel=1e-9), step  # lr used by update `step`
+        optimizer.step()
+        scheduler.step()
+
+
+def test_token_budget_batches_stay_within_budget_and_cover_every_example_once():
+    rng = random.Random(0)
+    lengths = [rng.randint(1, 120) for _ in range(3000)]
+    sampler = TokenBudgetBatchSampler(lengths, max_tokens=1000, seed=3)
+    for epoch in range(3):
+        sampler.set_epoch(epoch)
+        batches = list(sampler)
+        assert all(len(b) * max(lengths[i] for i in b) <= 1000 for b in batches)
+        assert sorted(i for b in batches for i in b) == list(range(3000))
+    sampler.set_epoch(0)
+    first = list(sampler)
+    sampler.set_epoch(1)
+    assert list(sampler) != first  # the batch order changes between epochs
+    assert sampler.padding_ratio() < 0.05  # similar lengths together: little padding
+    with pytest.raises(ValueError, match="1 examples are longer than max_tokens=100"):
+        TokenBudgetBatchSampler([5, 101, 7], max_tokens=100)
+
+
+def test_trainer_batches_respect_the_token_budget(tmp_path):
+    trainer = toy_trainer(tmp_path)
+    rng = random.Random(1)
+    rows = {"input_ids": [], "labels": [], "source_length": [], "target_length": []}
+    for _ in range(200):
+        source = [rng.randint(4, 63) for _ in range(rng.randint(1, 20))]
+        target = [rng.randint(4, 63) for _ in range(rng.randint(1, 20))]
+        rows["input_ids"].append(source)
+        rows["labels"].append(target)
+        rows["source_length"].append(len(source))
+        rows["target_length"].append(len(target))
+    trainer.train_dataset = datasets.Dataset.from_dict(rows)
+    seen = 0
+    for batch in trainer.get_train_dataloader():
+        assert batch["input_ids"].numel() <= 64 and batch["labels"].numel() <= 64
+        seen += batch["input_ids"].shape[0]
+    assert seen == 200
+
+
+def test_averaging_checkpoints_is_the_mean_of_their_tensors(tmp_path):
+    folders = []
+    for seed in range(3):
+        folder = tmp_path / f"checkpoint-{(seed + 1) * 10}"
+        tiny_model(seed=seed).save_pretrained(folder)
+        folders.append(folder)
+    assert checkpoints_in(tmp_path) == folders
+    averaged = average_checkpoints(folders)
+    states = [load_file(f / "model.safetensors") for f in folders]
+    for name, tensor in averaged.state_dict().items():
+        if name in states[0]:
+            assert torch.allclose(tensor, sum(s[name] for s in states) / 3, atol=1e-7), name
+    assert averaged.lm_head.weight is averaged.model.shared.weight
+
+
+def test_a_whole_training_run_on_small_data(tmp_path):
+    files = write_toy_corpus(tmp_path, {"train": 400, "validation": 40, "test": 30})
+    run = tmp_path / "run"
+    results = main(
+        [
+            "--output-dir", str(run),
+            "--train-file", str(files["train"]),
+            "--validation-file", str(files["validation"]),
+            "--test-file", str(files["test"]),
+            "--model-config", json.dumps({"d_model": 64, "encoder_layers": 2, "decoder_layers": 2,
+                                          "encoder_ffn_dim": 128, "decoder_ffn_dim": 128}),
+            "--vocab-size", "120",
+            "--max-tokens", "512",
+            "--max-steps", "150",
+            "--warmup-steps", "40",
+            "--lr-scale", "0.2",
+            "--eval-steps", "75",
+            "--save-steps", "40",
+            "--average-last", "3",
+            "--bleu-sentences", "20",
+            "--show", "2",
+        ]
+    )  # fmt: skip
+    final = run / "final"
+    for name in (
+        "model.safetensors",
+        "config.json",
+        "generation_config.json",
+        "tokenizer.json",
+        "modeling_vanilla.py",
+        "configuration_vanilla.py",
+        "training_results.json",
+    ):
+        assert (final / name).is_file(), name
+    assert (run / "training.png").stat().st_size > 10_000
+    generation = json.loads((final / "generation_config.json").read_text())
+    assert (generation["num_beams"], generation["length_penalty"]) == (4, 0.6)
+    assert "max_length" not in generation  # the Trainer's edits did not leak into the saved decoding setup
+    assert results["test"]["bleu"] > 30  # a word-for-word task is learnt within 150 steps
+    assert results["test"]["signature"].startswith("nrefs:1|case:mixed|eff:no|tok:13a")
+    logged = [e for e in results["log_history"] if "eval_bleu" in e]
+    assert [e["step"] for e in logged] == [75, 150]
+
+
+def test_local_bleu_module_equals_sacrebleu():
+    import sacrebleu
+
+    hypotheses = ["the cat sat on the mat", "a dog barked loudly at night", "hello there"]
+    references = ["the cat sat on a mat", "the dog barked loudly at night", "hello world"]
+    ours = corpus_bleu(hypotheses, references)
+    assert ours["score"] == pytest.approx(sacrebleu.corpus_bleu(hypotheses, [references]).score)
+    assert "version:" in ours["signature"]
+
+
+DDP_ARGS = [
+    "--model-config", json.dumps({"d_model": 32, "encoder_layers": 1, "decoder_layers": 1, "encoder_ffn_dim": 64,
+                                  "decoder_ffn_dim": 64, "encoder_attention_heads": 4, "decoder_attention_heads": 4,
+                                  "dropout": 0.0}),
+    "--max-tokens", "200",
+    "--max-steps", "4",
+    "--warmup-steps", "2",
+    "--eval-steps", "1000",
+    "--save-steps", "1000",
+]  # fmt: skip
+
+
+@pytest.mark.slow
+def test_two_processes_give_the_weights_of_one_with_the_same_global_batch(tmp_path):
+    files = write_toy_corpus(tmp_path, {"train": 300, "validation": 10})
+    tokenizer_dir = tmp_path / "tokenizer"
+    train_joint_bpe([line for line in files["train"].read_text().splitlines()], vocab_size=100).save_pretrained(
+        tokenizer_dir
+    )
+    data = ["--train-file", str(files["train"]), "--validation-file", str(files["validation"])]
+    common = [*data, "--tokenizer", str(tokenizer_dir), *DDP_ARGS]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    one = tmp_path / "one"
+    subprocess.run(
+        [sys.executable, "-m", "training.train", "--output-dir", str(one), "--gradient-accumulation-steps", "2",
+         *common],
+        check=True, env=env, timeout=600, capture_output=True,
+    )  # fmt: skip
+    two = tmp_path / "two"
+    done = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", "29517",
+         "-m", "training.train", "--output-dir", str(two), "--gradient-accumulation-steps", "1", *common],
+        env=env, timeout=600, capture_output=True, text=True,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert json.loads((two / "final" / "training_results.json").read_text())["processes"] == 2
+    single = load_file(one / "final" / "model.safetensors")
+    parallel = load_file(two / "final" / "model.safetensors")
+    set_seed(1)  # the run's seed: the weights both runs started from
+    initial = VanillaForConditionalGeneration(VanillaConfig.from_pretrained(one / "final")).state_dict()
+    for name, tensor in single.items():
+        assert torch.allclose(tensor, parallel[name], atol=1e-5), name
+        assert not torch.allclose(tensor, initial[name], atol=1e-4), name  # and they did train

@@ -1,0 +1,69 @@
+"""Checkpoint averaging (section 6.1: "we used a single model obtained by averaging the last 5 checkpoints").
+
+python -m training.average_checkpoints runs/base/checkpoint-* --output runs/base/averaged
+python -m training.average_checkpoints --last 5 runs/base --output runs/base/averaged
+"""
+
+import argparse
+import re
+from pathlib import Path
+
+import torch
+from safetensors.torch import load_file
+from transformers import AutoModelForSeq2SeqLM, PreTrainedModel
+
+import modeling_vanilla  # noqa: F401  (registers the model with the Auto classes)
+
+WEIGHTS = "model.safetensors"
+
+
+def checkpoints_in(run_dir: str | Path) -> list[Path]:
+    """The `checkpoint-<step>` folders of a run, oldest first (by step number, not by name)."""
+    found = [p for p in Path(run_dir).glob("checkpoint-*") if re.fullmatch(r"checkpoint-\d+", p.name)]
+    return sorted(found, key=lambda p: int(p.name.split("-")[1]))
+
+
+def average_checkpoints(checkpoints: list[str | Path]) -> PreTrainedModel:
+    """The model of the last checkpoint with every weight replaced by its mean over `checkpoints`.
+
+    Means are taken in float64 and cast back, so the result does not depend on the order of the checkpoints.
+    """
+    if not checkpoints:
+        raise ValueError("no checkpoints to average")
+    total: dict[str, torch.Tensor] = {}
+    for checkpoint in checkpoints:
+        path = Path(checkpoint) / WEIGHTS
+        if not path.is_file():
+            raise FileNotFoundError(f"{checkpoint} holds no {WEIGHTS}")
+        state = load_file(path)
+        if total and state.keys() != total.keys():
+            raise ValueError(f"{checkpoint} does not hold the same tensors as {checkpoints[0]}")
+        for name, tensor in state.items():
+            total[name] = total.get(name, 0) + tensor.double()
+    model = AutoModelForSeq2SeqLM.from_pretrained(checkpoints[-1])
+    averaged = {name: tensor / len(checkpoints) for name, tensor in total.items()}
+    state = model.state_dict()
+    with torch.no_grad():
+        for name, tensor in averaged.items():
+            state[name].copy_(tensor.to(state[name].dtype))
+    return model
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(
+        prog="python -m training.average_checkpoints",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("paths", nargs="+", help="checkpoint folders, or one run folder with --last")
+    parser.add_argument("--last", type=int, help="average the last N checkpoints of the run folder")
+    parser.add_argument("--output", required=True, help="folder for the averaged model")
+    args = parser.parse_args(argv)
+    checkpoints = checkpoints_in(args.paths[0])[-args.last :] if args.last else [Path(p) for p in args.paths]
+    model = average_checkpoints(checkpoints)
+    model.save_pretrained(args.output)
+    print(f"averaged {len(checkpoints)} checkpoints into {args.output}: {', '.join(str(c) for c in checkpoints)}")
+
+
+if __name__ == "__main__":
+    main()
