@@ -11,6 +11,8 @@ from typing import Any
 from transformers import PreTrainedConfig
 
 ACTIVATIONS = ("relu", "gelu", "swish", "silu")
+# "interleaved" is the paper's (sin on even, cos on odd dimensions); "sin_then_cos" is Marian's (all sines first).
+POSITIONAL_ENCODING_LAYOUTS = ("interleaved", "sin_then_cos")
 
 # Table 3 of the paper. Frozen: a preset names one model of the paper and is never redefined.
 PRESETS: Mapping[str, Mapping[str, Any]] = MappingProxyType(
@@ -49,6 +51,10 @@ class VanillaConfig(PreTrainedConfig):
     Token ids follow the joint BPE tokenizer of `training/`: `<pad>`=0, `<unk>`=1, `<s>`=2, `</s>`=3. The decoder
     starts from `<s>`. `max_position_embeddings` is the longest sequence the model is meant for (it becomes the
     tokenizer's `model_max_length`); the sinusoidal encoding itself has no maximum (section 3.5).
+
+    `positional_encoding_layout`, `add_final_logits_bias` and the "swish" activation exist only to represent Marian
+    (OPUS-MT) checkpoints exactly (`modeling_vanilla.convert_marian`, which also sets Marian's token ids, the decoder
+    starting from pad); their defaults are the paper's.
     """
 
     model_type = "vanilla"
@@ -71,6 +77,8 @@ class VanillaConfig(PreTrainedConfig):
     attention_dropout: float = 0.0
     activation_dropout: float = 0.0
     scale_embedding: bool = True
+    positional_encoding_layout: str = "interleaved"
+    add_final_logits_bias: bool = False
     max_position_embeddings: int = 1024
     pad_token_id: int | None = 0
     bos_token_id: int | None = 2
@@ -123,6 +131,15 @@ class VanillaConfig(PreTrainedConfig):
                 f"VanillaConfig.activation_function={self.activation_function!r} is not supported; "
                 f"choose one of {ACTIVATIONS}"
             )
+        if self.positional_encoding_layout not in POSITIONAL_ENCODING_LAYOUTS:
+            raise ValueError(
+                f"VanillaConfig.positional_encoding_layout={self.positional_encoding_layout!r} is not supported; "
+                f"choose one of {POSITIONAL_ENCODING_LAYOUTS}"
+            )
+        if not isinstance(self.add_final_logits_bias, bool):
+            raise ValueError(
+                f"VanillaConfig.add_final_logits_bias must be True or False, got {self.add_final_logits_bias!r}"
+            )
         for field in ("pad_token_id", "eos_token_id", "decoder_start_token_id"):
             value = getattr(self, field)
             if value is None:
@@ -144,4 +161,4 @@ class VanillaConfig(PreTrainedConfig):
             )
 
 
-__all__ = ["PRESETS", "VanillaConfig"]
+__all__ = ["ACTIVATIONS", "POSITIONAL_ENCODING_LAYOUTS", "PRESETS", "VanillaConfig"]

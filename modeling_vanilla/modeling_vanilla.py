@@ -21,9 +21,16 @@ Fidelity notes: every place where this code differs from the paper, or decides w
   outputs the same way; scores, and rarely the chosen hypothesis, differ.
 - Maximum output length is input length + 50 (section 6.1): `generate` applies it when the call and the generation
   config set no length.
-- The decoder starts from `<s>` (`decoder_start_token_id`); the paper does not name its start symbol.
+- The decoder starts from `<s>` (`decoder_start_token_id`); the paper does not name its start symbol. Marian
+  checkpoints start from `<pad>`, which is only a different `decoder_start_token_id`.
 - The positional encoding is computed on the fly in float32 for the positions at hand: no table, no maximum length,
   nothing to restore after loading (transformers builds models on the meta device).
+- Marian option `activation_function="swish"` (OPUS-MT's FFN activation) exists only to represent Marian
+  checkpoints (`convert_marian.py`); the default is the paper's "relu".
+- Marian option `positional_encoding_layout="sin_then_cos"` (all sines, then all cosines: the paper's values with
+  permuted dimensions) exists only to represent Marian checkpoints; the default is the paper's "interleaved".
+- Marian option `add_final_logits_bias=True` (a learned `(1, vocab_size)` bias added to the logits) exists only to
+  represent Marian checkpoints; the default, False, is the paper's (no bias).
 """
 
 import math
@@ -62,15 +69,21 @@ EXTRA_OUTPUT_LENGTH = 50
 # ---------------------------------------------------------------------------------------------------------------
 
 
-def sinusoidal_positional_encoding(positions: torch.Tensor, d_model: int) -> torch.Tensor:
+def sinusoidal_positional_encoding(positions: torch.Tensor, d_model: int, layout: str = "interleaved") -> torch.Tensor:
     """PE(pos, 2i) = sin(pos / 10000^(2i/d_model)) and PE(pos, 2i+1) = cos(pos / 10000^(2i/d_model)) (section 3.5).
 
-    `positions` is a 1-D tensor of absolute positions; the result, `(len(positions), d_model)` in float32, has the
-    sine on even and the cosine on odd dimensions. Any position works: there is no maximum length.
+    `positions` is a 1-D tensor of absolute positions; the result is `(len(positions), d_model)` in float32. With
+    angle_i = pos / 10000^(2i/d_model) for i in [0, d_model/2): `layout="interleaved"` (the paper) puts sin(angle_i)
+    in dimension 2i and cos(angle_i) in dimension 2i+1; `layout="sin_then_cos"` (Marian) puts sin(angle_i) in
+    dimension i and cos(angle_i) in dimension d_model/2 + i. Any position works: there is no maximum length.
     """
     two_i = torch.arange(0, d_model, 2, dtype=torch.float32, device=positions.device)
     angles = positions.to(torch.float32)[:, None] / torch.pow(10000.0, two_i / d_model)
-    return torch.stack((angles.sin(), angles.cos()), dim=-1).flatten(-2)
+    if layout == "interleaved":
+        return torch.stack((angles.sin(), angles.cos()), dim=-1).flatten(-2)
+    if layout == "sin_then_cos":
+        return torch.cat((angles.sin(), angles.cos()), dim=-1)
+    raise ValueError(f"unknown positional encoding layout {layout!r}; use 'interleaved' or 'sin_then_cos'")
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -261,7 +274,8 @@ class VanillaPreTrainedModel(PreTrainedModel):
     """Weight initialisation and transformers plumbing shared by all Vanilla models.
 
     Initialisation (not specified by the paper; as tensor2tensor and fairseq do it): Xavier uniform for every
-    projection weight, zero biases, N(0, d_model^-0.5) for the shared token embedding, LayerNorm gain 1 and bias 0.
+    projection weight, zero biases, N(0, d_model^-0.5) for the shared token embedding, LayerNorm gain 1 and bias 0,
+    and a zero final logits bias (Marian option) when a checkpoint does not hold one.
     """
 
     config: VanillaConfig
@@ -283,6 +297,8 @@ class VanillaPreTrainedModel(PreTrainedModel):
         elif isinstance(module, nn.LayerNorm):
             init.ones_(module.weight)
             init.zeros_(module.bias)
+        elif isinstance(module, VanillaForConditionalGeneration) and module.config.add_final_logits_bias:
+            init.zeros_(module.final_logits_bias)
 
     def save_pretrained(self, save_directory: str, *args, **kwargs) -> None:
         """Saves as transformers does; the folder's `auto_map` names both Auto classes, so that `AutoModel` and
@@ -355,7 +371,9 @@ class VanillaStack(VanillaPreTrainedModel):
                 f"got shape {tuple(inputs_embeds.shape)}"
             )
         positions = torch.arange(past_length, past_length + inputs_embeds.shape[1], device=inputs_embeds.device)
-        encoding = sinusoidal_positional_encoding(positions, self.config.d_model).to(inputs_embeds.dtype)
+        encoding = sinusoidal_positional_encoding(
+            positions, self.config.d_model, self.config.positional_encoding_layout
+        ).to(inputs_embeds.dtype)
         return self.dropout(inputs_embeds * self.embed_scale + encoding)
 
 
@@ -570,7 +588,10 @@ def translation_loss(
 class VanillaForConditionalGeneration(VanillaPreTrainedModel, GenerationMixin):
     """The Transformer for translation: `VanillaModel` plus the pre-softmax projection, which is the shared
     embedding matrix itself (section 3.4), so source embedding, target embedding and output projection are one
-    parameter. Decoding defaults follow section 6.1: beam size 4, length penalty 0.6, output length input + 50."""
+    parameter. Decoding defaults follow section 6.1: beam size 4, length penalty 0.6, output length input + 50.
+
+    With `config.add_final_logits_bias` (Marian checkpoints only), a `(1, vocab_size)` buffer `final_logits_bias` is
+    added to the logits, as in Marian."""
 
     _tied_weights_keys = {"lm_head.weight": "model.shared.weight"}
 
@@ -578,6 +599,8 @@ class VanillaForConditionalGeneration(VanillaPreTrainedModel, GenerationMixin):
         super().__init__(config)
         self.model = VanillaModel(config)
         self.lm_head = nn.Linear(config.d_model, config.vocab_size, bias=False)
+        if config.add_final_logits_bias:
+            self.final_logits_bias = nn.Buffer(torch.zeros(1, config.vocab_size))
         self.post_init()
         self.generation_config = GenerationConfig(
             num_beams=4,
@@ -591,6 +614,17 @@ class VanillaForConditionalGeneration(VanillaPreTrainedModel, GenerationMixin):
 
     def prepare_decoder_input_ids_from_labels(self, labels: torch.Tensor) -> torch.Tensor:
         return shift_tokens_right(labels, self.config.pad_token_id, self.config.decoder_start_token_id)
+
+    def resize_token_embeddings(
+        self, new_num_tokens: int | None = None, pad_to_multiple_of: int | None = None, mean_resizing: bool = True
+    ) -> nn.Embedding:
+        """transformers' resizing of the shared matrix; the final logits bias, if any, is cut or padded with zeros."""
+        embeddings = super().resize_token_embeddings(new_num_tokens, pad_to_multiple_of, mean_resizing)
+        if self.config.add_final_logits_bias:
+            old = self.final_logits_bias
+            kept = min(old.shape[1], embeddings.num_embeddings)
+            self.final_logits_bias = torch.cat((old[:, :kept], old.new_zeros(1, embeddings.num_embeddings - kept)), 1)
+        return embeddings
 
     @can_return_tuple
     @deprecate_kwarg("past_key_values", "5.40.0", new_name="cache")
@@ -629,6 +663,8 @@ class VanillaForConditionalGeneration(VanillaPreTrainedModel, GenerationMixin):
             **kwargs,
         )
         logits = self.lm_head(outputs.last_hidden_state)
+        if self.config.add_final_logits_bias:
+            logits = logits + self.final_logits_bias
         loss = None if labels is None else translation_loss(logits, labels, num_items_in_batch)
         return Seq2SeqLMOutput(
             loss=loss,

@@ -47,7 +47,7 @@ def test_encoder_is_permutation_equivariant_only_without_positional_encoding(mon
     permutation = torch.tensor([3, 0, 6, 1, 7, 2, 5, 4])
     with torch.no_grad():
         with_encoding = _encode(model, ids[:, permutation]), _encode(model, ids)[:, permutation]
-        monkeypatch.setattr(modeling, "sinusoidal_positional_encoding", lambda positions, d: torch.zeros(1, d))
+        monkeypatch.setattr(modeling, "sinusoidal_positional_encoding", lambda positions, d, layout: torch.zeros(1, d))
         without_encoding = _encode(model, ids[:, permutation]), _encode(model, ids)[:, permutation]
     assert torch.allclose(*without_encoding, atol=1e-5)
     assert not torch.allclose(*with_encoding, atol=1e-2)

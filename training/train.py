@@ -14,6 +14,7 @@ import argparse
 import dataclasses
 import json
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import datasets
@@ -23,6 +24,7 @@ from torch.utils.data import DataLoader
 from transformers import (
     AutoModelForSeq2SeqLM,
     AutoTokenizer,
+    PreTrainedModel,
     PreTrainedTokenizerBase,
     Seq2SeqTrainer,
     Seq2SeqTrainingArguments,
@@ -246,7 +248,14 @@ def tokenize(
     return datasets.Dataset.from_dict(rows)
 
 
-def build_model(args: argparse.Namespace, recipe: Recipe, tokenizer: PreTrainedTokenizerBase):
+def build_model(
+    args: argparse.Namespace,
+    recipe: Recipe,
+    tokenizer: PreTrainedTokenizerBase,
+    model_factory: Callable[[VanillaConfig], PreTrainedModel] = VanillaForConditionalGeneration,
+) -> PreTrainedModel:
+    """The model to fine-tune (`--model-name-or-path`), or a new one of the recipe's size over the tokenizer's
+    vocabulary, made by `model_factory` from its `VanillaConfig`."""
     if args.model_name_or_path:
         return AutoModelForSeq2SeqLM.from_pretrained(args.model_name_or_path)
     config = VanillaConfig(
@@ -257,7 +266,7 @@ def build_model(args: argparse.Namespace, recipe: Recipe, tokenizer: PreTrainedT
         eos_token_id=tokenizer.eos_token_id,
         decoder_start_token_id=tokenizer.bos_token_id,
     )
-    return VanillaForConditionalGeneration(config)
+    return model_factory(config)
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -288,7 +297,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def main(argv: list[str] | None = None) -> dict:
+def main(
+    argv: list[str] | None = None,
+    model_factory: Callable[[VanillaConfig], PreTrainedModel] = VanillaForConditionalGeneration,
+) -> dict:
+    """Runs the whole recipe and returns the results written to `final/training_results.json`. `model_factory`
+    lets a benchmark train another implementation (MarianMTModel) under exactly the same recipe."""
     args = parse_args(argv)
     given = {f.name: getattr(args, f.name, None) for f in dataclasses.fields(Recipe)}
     overrides = {name: value for name, value in given.items() if value is not None}
@@ -340,7 +354,7 @@ def main(argv: list[str] | None = None) -> dict:
     validation_set = tokenize(tokenizer, validation_sources, validation_targets, recipe.max_length, "validation")
 
     set_seed(args.seed)
-    model = build_model(args, recipe, tokenizer)
+    model = build_model(args, recipe, tokenizer, model_factory)
     training_args.learning_rate = recipe.lr_scale * model.config.d_model**-0.5  # equation 3's d_model^-0.5
     generation_config = model.generation_config  # the paper's decoding setup, before the Trainer edits it
     print(f"model: {sum(p.numel() for p in model.parameters()):,} parameters")
