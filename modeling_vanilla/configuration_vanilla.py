@@ -4,15 +4,39 @@ The defaults are the paper's base model (Table 3, row "base"); `VanillaConfig.fr
 model. Field names follow transformers' seq2seq models (Marian, BART) so that generic tooling works unchanged.
 """
 
+import difflib
 from collections.abc import Mapping
+from dataclasses import fields
 from types import MappingProxyType
 from typing import Any
 
-from transformers import PreTrainedConfig
+from transformers import GenerationConfig, PreTrainedConfig
 
 ACTIVATIONS = ("relu", "gelu", "swish", "silu")
 # "interleaved" is the paper's (sin on even, cos on odd dimensions); "sin_then_cos" is Marian's (all sines first).
 POSITIONAL_ENCODING_LAYOUTS = ("interleaved", "sin_then_cos")
+
+# Keys that transformers itself writes into config.json or passes to configs, besides the fields. Generation
+# parameters found in old configs are dropped by transformers (they live in generation_config.json).
+TRANSFORMERS_KEYS = frozenset(
+    {
+        "transformers_version",
+        "model_type",
+        "auto_map",
+        "custom_pipelines",
+        "name_or_path",
+        "_name_or_path",
+        "_commit_hash",
+        "torch_dtype",
+        "attn_implementation",
+        "experts_implementation",
+        "output_attentions",
+        "num_labels",
+        "_attn_implementation_internal",
+        "_experts_implementation_internal",
+        *GenerationConfig._get_default_generation_params(),
+    }
+)
 
 # Table 3 of the paper. Frozen: a preset names one model of the paper and is never redefined.
 PRESETS: Mapping[str, Mapping[str, Any]] = MappingProxyType(
@@ -89,6 +113,13 @@ class VanillaConfig(PreTrainedConfig):
     use_cache: bool = True
 
     def __post_init__(self, **kwargs: Any) -> None:
+        unknown = sorted(set(kwargs) - TRANSFORMERS_KEYS)
+        if unknown:
+            hints = {key: difflib.get_close_matches(key, [f.name for f in fields(self)], n=1) for key in unknown}
+            named = ", ".join(
+                f"{key!r}" + (f" (did you mean {hint[0]!r}?)" if hint else "") for key, hint in hints.items()
+            )
+            raise ValueError(f"unknown VanillaConfig keys: {named}")
         super().__post_init__(**kwargs)
         self._check_values()
 

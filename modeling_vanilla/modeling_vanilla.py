@@ -300,9 +300,17 @@ class VanillaPreTrainedModel(PreTrainedModel):
         elif isinstance(module, VanillaForConditionalGeneration) and module.config.add_final_logits_bias:
             init.zeros_(module.final_logits_bias)
 
+    @classmethod
+    def from_pretrained(cls, *args, **kwargs) -> "VanillaPreTrainedModel":
+        """Loads as transformers does, from safetensors only: a pickled checkpoint (`pytorch_model.bin`), which could
+        run code while loading, is refused unless the caller passes `use_safetensors=False` explicitly."""
+        kwargs.setdefault("use_safetensors", True)
+        return super().from_pretrained(*args, **kwargs)
+
     def save_pretrained(self, save_directory: str, *args, **kwargs) -> None:
         """Saves as transformers does; the folder's `auto_map` names both Auto classes, so that `AutoModel` and
         `AutoModelForSeq2SeqLM` load it with `trust_remote_code=True` where this package is not installed."""
+
         if self._auto_class is not None:
             self.config.auto_map = {
                 **getattr(self.config, "auto_map", {}),
@@ -330,7 +338,9 @@ def check_attention_mask(mask: torch.Tensor | None, expected: tuple[int, int], n
         return
     if tuple(mask.shape) != expected:
         raise ValueError(f"{name} has shape {tuple(mask.shape)}, expected (batch, length) = {expected}")
-    if mask.is_floating_point() or mask.is_complex():
+    if mask.is_complex():
+        raise ValueError(f"{name} must be bool, integer or float 0/1, got dtype {mask.dtype}")
+    if mask.is_floating_point() and not is_torchdynamo_compiling():
         if not ((mask == 0) | (mask == 1)).all():
             raise ValueError(f"{name} must hold 0 (padding) and 1 (token), got other values")
 
@@ -370,6 +380,8 @@ class VanillaStack(VanillaPreTrainedModel):
                 f"embeddings for {name} must be (batch, length, {self.config.d_model}), "
                 f"got shape {tuple(inputs_embeds.shape)}"
             )
+        if 0 in inputs_embeds.shape[:2]:
+            raise ValueError(f"{name} is empty: shape {tuple(inputs_embeds.shape[:2])} has no batch or no tokens")
         positions = torch.arange(past_length, past_length + inputs_embeds.shape[1], device=inputs_embeds.device)
         encoding = sinusoidal_positional_encoding(
             positions, self.config.d_model, self.config.positional_encoding_layout

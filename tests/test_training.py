@@ -226,3 +226,36 @@ def test_two_processes_give_the_weights_of_one_with_the_same_global_batch(tmp_pa
     for name, tensor in single.items():
         assert torch.allclose(tensor, parallel[name], atol=1e-5), name
         assert not torch.allclose(tensor, initial[name], atol=1e-4), name  # and they did train
+
+
+def test_bad_training_inputs_fail_clearly_and_write_nothing(tmp_path, capsys):
+    files = write_toy_corpus(tmp_path, {"train": 50, "validation": 5})
+    data = ["--train-file", str(files["train"]), "--validation-file", str(files["validation"])]
+    run = tmp_path / "run"
+    with pytest.raises(ValueError, match="d_model=30 is not divisible by encoder_attention_heads=4"):
+        main(["--output-dir", str(run), *data, "--model-config", '{"d_model": 30}'])
+    assert not run.exists()
+
+    broken = tmp_path / "broken.jsonl"
+    lines = files["train"].read_bytes().splitlines(keepends=True)
+    broken.write_bytes(b"".join(lines[:3]) + b'{"translation": {"en": "caf\xe9", "de": "x"}}\n' + b"".join(lines[3:]))
+    with pytest.raises(ValueError, match=r"broken.jsonl is not UTF-8 text: 1 bad lines, first at lines \[4\]"):
+        main(["--output-dir", str(run), "--train-file", str(broken), "--validation-file", str(files["validation"])])
+    assert not run.exists()
+
+    model_dir, tokenizer_dir = tmp_path / "model", tmp_path / "tokenizer"
+    tiny_model().save_pretrained(model_dir)  # vocab_size 64
+    train_joint_bpe(WORDS.values(), vocab_size=120).save_pretrained(tokenizer_dir)
+    mismatched = ["--model-name-or-path", str(model_dir), "--tokenizer", str(tokenizer_dir)]
+    with pytest.raises(ValueError, match=r"the tokenizer has \d+ tokens but the model's vocab_size is 64"):
+        main(["--output-dir", str(run), *data, *mismatched])
+    assert not run.exists()
+
+    gappy = tmp_path / "gappy.jsonl"
+    gappy.write_text(files["train"].read_text().replace("\n", "\n\n", 3) + '{"translation": {"en": "", "de": "x"}}\n')
+    main(["--output-dir", str(run), "--train-file", str(gappy), "--validation-file", str(files["validation"]),
+          "--max-steps", "1", "--vocab-size", "100", "--model-config", json.dumps({"d_model": 16, "encoder_layers": 1,
+          "decoder_layers": 1, "encoder_ffn_dim": 16, "decoder_ffn_dim": 16}), "--bleu-sentences", "0"])  # fmt: skip
+    printed = capsys.readouterr().out
+    assert "gappy.jsonl: 3 blank lines skipped" in printed
+    assert "train: 50 pairs kept, 1 with an empty side" in printed

@@ -30,8 +30,10 @@ from transformers import (
     Seq2SeqTrainingArguments,
     set_seed,
 )
+from transformers.trainer_utils import rotate_checkpoints
 
 from modeling_vanilla import PRESETS, VanillaConfig, VanillaForConditionalGeneration
+from training import checkpoints
 from training.average_checkpoints import average_checkpoints, checkpoints_in
 from training.batching import TokenBudgetBatchSampler
 from training.data import load_corpus
@@ -152,6 +154,24 @@ class TranslationTrainer(Seq2SeqTrainer):
     def get_eval_dataloader(self, eval_dataset: datasets.Dataset | None = None) -> DataLoader:
         return self._token_batches(eval_dataset if eval_dataset is not None else self.eval_dataset, shuffle=False)
 
+    def _save_checkpoint(self, model, trial) -> None:
+        """transformers' checkpoint, written under `.staging/`, checksummed, then renamed into place (see
+        `training.checkpoints`): a run killed while saving leaves no half-written checkpoint."""
+        run_dir = Path(self._get_output_dir(trial))
+        name = f"checkpoint-{self.state.global_step}"
+        output_dir, limit = self.args.output_dir, self.args.save_total_limit
+        self.args.output_dir, self.args.save_total_limit = str(run_dir / checkpoints.STAGING), None
+        try:
+            super()._save_checkpoint(model, trial)
+        finally:
+            self.args.output_dir, self.args.save_total_limit = output_dir, limit
+        self.accelerator.wait_for_everyone()  # every process has written its part (e.g. its RNG state)
+        if self.args.should_save:
+            checkpoints.write_checksums(run_dir / checkpoints.STAGING / name)
+            checkpoints.commit(run_dir / checkpoints.STAGING / name, run_dir / name)
+            rotate_checkpoints(output_dir=str(run_dir), save_total_limit=limit, use_mtime=False)
+        self.accelerator.wait_for_everyone()
+
     def create_scheduler(self, num_training_steps: int, optimizer: torch.optim.Optimizer | None = None) -> LambdaLR:
         if self.lr_scheduler is None:
             self.lr_scheduler = paper_schedule(optimizer or self.optimizer, self.paper_warmup_steps)
@@ -193,6 +213,22 @@ class Seq2SeqCollator:
         }
 
 
+def check_text_file(path: str) -> None:
+    """Refuses a data file that is not UTF-8, naming the first bad lines; counts blank lines aloud (they are
+    skipped when the file is read)."""
+    bad, blank = [], 0
+    with open(path, "rb") as file:
+        for number, line in enumerate(file, start=1):
+            try:
+                blank += not line.decode("utf-8").strip()
+            except UnicodeDecodeError:
+                bad.append(number)
+    if bad:
+        raise ValueError(f"{path} is not UTF-8 text: {len(bad)} bad lines, first at lines {bad[:5]}")
+    if blank:
+        print(f"{path}: {blank} blank lines skipped")
+
+
 def load_data(args: argparse.Namespace) -> datasets.DatasetDict:
     """The built-in corpus of `--pair`, or the user's files (JSONL/CSV) or a `datasets` name."""
     if args.train_file:
@@ -200,6 +236,8 @@ def load_data(args: argparse.Namespace) -> datasets.DatasetDict:
         for split, path in (("validation", args.validation_file), ("test", args.test_file)):
             if path:
                 files[split] = path
+        for path in files.values():
+            check_text_file(path)
         builder = "csv" if args.train_file.endswith(".csv") else "json"
         data = datasets.load_dataset(builder, data_files=files)
     elif args.dataset_name:
@@ -308,6 +346,8 @@ def main(
     overrides = {name: value for name, value in given.items() if value is not None}
     recipe = RECIPES[args.preset]
     recipe = dataclasses.replace(recipe, **overrides, model={**recipe.model, **args.model_config})
+    if not args.model_name_or_path:
+        VanillaConfig(**recipe.model, vocab_size=recipe.vocab_size)  # a bad setting fails now, before any output
     output_dir = Path(args.output_dir)
     source, target = args.source_lang, args.target_lang or args.pair.split("-")[1]
     started = time.time()
@@ -346,15 +386,18 @@ def main(
             tokenizer = AutoTokenizer.from_pretrained(output_dir)
         else:
             tokenizer = train_joint_bpe(train_sources + train_targets, recipe.vocab_size)
-            if training_args.process_index == 0:
-                tokenizer.save_pretrained(output_dir)
+        set_seed(args.seed)
+        model = build_model(args, recipe, tokenizer, model_factory)
+        if len(tokenizer) != model.config.vocab_size:
+            raise ValueError(
+                f"the tokenizer has {len(tokenizer)} tokens but the model's vocab_size is {model.config.vocab_size}"
+            )
+        if training_args.process_index == 0 and not (output_dir / "tokenizer.json").exists():
+            tokenizer.save_pretrained(output_dir)  # the first thing written: all inputs have been checked
 
     train_set = tokenize(tokenizer, train_sources, train_targets, recipe.max_length, "train")
     validation_sources, validation_targets = pairs_of(data["validation"], source, target)
     validation_set = tokenize(tokenizer, validation_sources, validation_targets, recipe.max_length, "validation")
-
-    set_seed(args.seed)
-    model = build_model(args, recipe, tokenizer, model_factory)
     training_args.learning_rate = recipe.lr_scale * model.config.d_model**-0.5  # equation 3's d_model^-0.5
     generation_config = model.generation_config  # the paper's decoding setup, before the Trainer edits it
     print(f"model: {sum(p.numel() for p in model.parameters()):,} parameters")
@@ -372,17 +415,23 @@ def main(
     )
     resume = args.resume_from_checkpoint
     if resume == "last":
-        resume = str(checkpoints_in(output_dir)[-1])
+        found = checkpoints_in(output_dir)
+        if not found:
+            raise FileNotFoundError(f"--resume-from-checkpoint last: {output_dir} holds no checkpoint-<step> folder")
+        resume = str(found[-1])
+    if resume:
+        checkpoints.verify_checkpoint(resume)
     trainer.train(resume_from_checkpoint=resume)
     trained_seconds = time.time() - started
     if not trainer.is_world_process_zero():
         return {}
 
-    checkpoints = checkpoints_in(output_dir)[-recipe.average_last :]
-    if len(checkpoints) > 1:
-        model = average_checkpoints(checkpoints)
-        print(f"averaged the last {len(checkpoints)} checkpoints: {', '.join(c.name for c in checkpoints)}")
+    last = checkpoints_in(output_dir)[-recipe.average_last :]
+    if len(last) > 1:
+        model = average_checkpoints(last)
+        print(f"averaged the last {len(last)} checkpoints: {', '.join(c.name for c in last)}")
     model.generation_config = generation_config
+    model.config.use_cache = True  # the Trainer turns the cache off for training; decoding wants it
     final_dir = output_dir / "final"
     model.save_pretrained(final_dir)
     tokenizer.save_pretrained(final_dir)

@@ -1,0 +1,63 @@
+"""Checkpoints that are either complete or absent, and verified before a run resumes from them.
+
+A checkpoint is written under `<run>/.staging/`, every file's SHA-256 is recorded in `checksums.json`, and only
+then is the folder renamed to `<run>/checkpoint-<step>` (a rename within one file system is atomic). A run killed
+while saving therefore leaves no half-written checkpoint, and a checkpoint damaged later (truncated, bit flips) is
+refused with an error that names the file, instead of resuming from garbage.
+"""
+
+import hashlib
+import json
+import os
+import shutil
+from pathlib import Path
+
+CHECKSUMS = "checksums.json"
+STAGING = ".staging"
+
+
+class CorruptCheckpointError(ValueError):
+    """A checkpoint folder whose files do not match the checksums recorded when it was saved."""
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as file:
+        for block in iter(lambda: file.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def write_checksums(folder: Path) -> None:
+    """Records the SHA-256 and size of every file in `folder` (flushed to disk) in `folder/checksums.json`."""
+    files = sorted(p for p in folder.iterdir() if p.is_file() and p.name != CHECKSUMS)
+    record = {p.name: {"sha256": _sha256(p), "bytes": p.stat().st_size} for p in files}
+    path = folder / CHECKSUMS
+    with path.open("w") as file:
+        json.dump(record, file, indent=1)
+        file.flush()
+        os.fsync(file.fileno())
+
+
+def commit(staged: Path, final: Path) -> None:
+    """Moves a fully written, checksummed checkpoint into place in one rename."""
+    if final.exists():
+        shutil.rmtree(final)
+    os.replace(staged, final)
+
+
+def verify_checkpoint(folder: str | Path) -> None:
+    """Raises CorruptCheckpointError naming the problem unless every recorded file is present and intact."""
+    folder = Path(folder)
+    if not (folder / CHECKSUMS).is_file():
+        raise CorruptCheckpointError(f"{folder} has no {CHECKSUMS}: it was not completely saved by this trainer")
+    for name, expected in json.loads((folder / CHECKSUMS).read_text()).items():
+        path = folder / name
+        if not path.is_file():
+            raise CorruptCheckpointError(f"{folder} is missing {name}")
+        if path.stat().st_size != expected["bytes"]:
+            raise CorruptCheckpointError(
+                f"{path} is truncated or grown: {path.stat().st_size} bytes, {expected['bytes']} when saved"
+            )
+        if _sha256(path) != expected["sha256"]:
+            raise CorruptCheckpointError(f"{path} is corrupted: its SHA-256 differs from the one recorded when saved")
