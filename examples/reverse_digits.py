@@ -13,6 +13,7 @@ import torch
 from transformers import Seq2SeqTrainer, Seq2SeqTrainingArguments
 
 from modeling_vanilla import VanillaConfig, VanillaForConditionalGeneration
+from training.train import Seq2SeqCollator
 
 PAD, UNK, BOS, EOS = 0, 1, 2, 3
 DIGIT_OFFSET = 4  # digit d is token d + 4
@@ -34,28 +35,6 @@ def make_examples(count: int, seed: int, min_length: int = 3, max_length: int = 
         digits = "".join(rng.choice("0123456789") for _ in range(rng.randint(min_length, max_length)))
         examples.append({"input_ids": encode(digits), "labels": encode(digits[::-1])})
     return examples
-
-
-class PadCollator:
-    """Pads a batch: sources with pad, labels with -100, and builds the decoder inputs from the labels (the
-    Trainer's label smoothing removes `labels` before the forward pass, so the model cannot shift them itself)."""
-
-    def __init__(self, model: VanillaForConditionalGeneration):
-        self.model = model
-
-    def __call__(self, features: list[dict]) -> dict[str, torch.Tensor]:
-        def pad(rows: list[list[int]], value: int) -> torch.Tensor:
-            width = max(len(r) for r in rows)
-            return torch.tensor([r + [value] * (width - len(r)) for r in rows])
-
-        input_ids = pad([f["input_ids"] for f in features], PAD)
-        labels = pad([f["labels"] for f in features], -100)
-        return {
-            "input_ids": input_ids,
-            "attention_mask": (input_ids != PAD).long(),
-            "labels": labels,
-            "decoder_input_ids": self.model.prepare_decoder_input_ids_from_labels(labels),
-        }
 
 
 def train(steps: int = 400, seed: int = 0, output_dir: str | None = None) -> VanillaForConditionalGeneration:
@@ -97,7 +76,7 @@ def train(steps: int = 400, seed: int = 0, output_dir: str | None = None) -> Van
             model=model,
             args=args,
             train_dataset=make_examples(steps * 64, seed=seed),
-            data_collator=PadCollator(model),
+            data_collator=Seq2SeqCollator(model, PAD),
         )
         trainer.train()
     return model.eval()
@@ -105,7 +84,7 @@ def train(steps: int = 400, seed: int = 0, output_dir: str | None = None) -> Van
 
 def exact_match(model: VanillaForConditionalGeneration, examples: list[dict], num_beams: int = 4) -> float:
     """Share of examples whose beam-search output equals the reversed string exactly."""
-    batch = PadCollator(model)(examples)
+    batch = Seq2SeqCollator(model, PAD)(examples)
     with torch.no_grad():
         generated = model.generate(
             input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], num_beams=num_beams

