@@ -29,6 +29,7 @@ import hashlib
 import json
 import os
 import re
+import signal
 import threading
 import time
 from dataclasses import dataclass, field
@@ -465,6 +466,10 @@ def main() -> None:
     parser.add_argument("--root", required=True, type=Path, help="folder holding the repos and requests.json")
     parser.add_argument("--port", type=int, default=0, help="port on 127.0.0.1 (default: a free one)")
     args = parser.parse_args()
+    # Stop on SIGINT or SIGTERM even where SIGINT arrives ignored (a process started in the background by a
+    # non-interactive shell inherits SIGINT as ignored, and Python then installs no KeyboardInterrupt handler).
+    for stop_signal in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(stop_signal, signal.default_int_handler)
     with FakeHub(args.root, args.port) as hub:
         print(hub.endpoint, flush=True)
         with contextlib.suppress(KeyboardInterrupt):
