@@ -213,22 +213,25 @@ def workloads(args: argparse.Namespace) -> list[dict[str, Any]]:
     return [{**task, "threads": args.threads} for task in tasks]
 
 
-def measured(path: Path | None, task: dict[str, Any], system: str) -> float | None:
-    """The median tokens/s of `system` for the task's shape in a train_speed / generate_speed JSON, if there."""
-    if path is None:
+def measured(measurements: dict[str, Any] | None, task: dict[str, Any], system: str) -> float | None:
+    """The median tokens/s of `system` for the task's shape in a train_speed / generate_speed JSON, if given."""
+    if measurements is None:
         return None
-    report = json.loads(path.read_text())
     match = {"system": system, "size": task["size"], "batch_size": task["batch_size"]}
     if task["workload"] == "train":
         match |= {"source_length": task["source_length"], "target_length": task["target_length"]}
     else:
         match |= {"beams": task["beams"], "source_length": task["source_length"], "new_tokens": task["target_length"]}
-    values = [r["tokens_per_second"] for r in common.select(report["results"], **match) if "error" not in r]
+    values = [r["tokens_per_second"] for r in common.select(measurements["results"], **match) if "error" not in r]
     return common.spread(values)["median"] if values else None
 
 
 def report(args: argparse.Namespace, tasks: list[dict[str, Any]], results: list[dict[str, Any]]) -> str:
     peak = common.best_peak(common.select(results, kind="peak"))
+    speeds = {
+        "train": None if args.train_json is None else json.loads(args.train_json.read_text()),
+        "generate": None if args.generate_json is None else json.loads(args.generate_json.read_text()),
+    }
     headers = [
         "size",
         "workload",
@@ -266,8 +269,8 @@ def report(args: argparse.Namespace, tasks: list[dict[str, Any]], results: list[
             continue
         best = min(runs, key=lambda r: r["seconds"])
         ceiling = best["tokens_per_second"]
-        json_path = args.train_json if task["workload"] == "train" else args.generate_json
-        ours, marian = (measured(json_path, task, system) for system in ("ours", "marian"))
+        measurements = speeds["train" if task["workload"] == "train" else "generate"]
+        ours, marian = (measured(measurements, task, system) for system in ("ours", "marian"))
         cells = [best["matmuls"], f"{best['flops'] / 1e9:.1f}", f"{best['seconds']:.3f}", f"{ceiling:.0f}"]
         cells.append(f"{best['flops'] / best['seconds'] / peak['flops']:.1%}")
         for speed in (ours, marian):

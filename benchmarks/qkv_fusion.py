@@ -9,8 +9,8 @@ Rows: 1 (greedy decoding, batch 1), 32 (greedy, batch 32), 128 (beam 4, batch 32
 """
 
 import argparse
-import time
 
+import common
 import torch
 
 
@@ -24,13 +24,7 @@ def best_seconds(inputs: torch.Tensor, weights: list[list[torch.Tensor]], passes
                 for weight in layer:
                     torch.mm(inputs, weight)
 
-    run()
-    seconds = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        run()
-        seconds.append(time.perf_counter() - start)
-    return min(seconds)
+    return min(common.timed(run, warmup=1, repeats=repeats))
 
 
 def main() -> None:

@@ -637,16 +637,6 @@ class VanillaForConditionalGeneration(VanillaPreTrainedModel, GenerationMixin):
     def prepare_decoder_input_ids_from_labels(self, labels: torch.Tensor) -> torch.Tensor:
         return shift_tokens_right(labels, self.config.pad_token_id, self.config.decoder_start_token_id)
 
-    def _reorder_cache(self, cache: EncoderDecoderCache, beam_idx: torch.LongTensor) -> EncoderDecoderCache:
-        """Beam search's reordering of the cache after each step, done only where it changes something.
-
-        The self-attention keys and values follow the surviving hypotheses. The cross-attention keys and values are
-        left alone: every hypothesis of a sentence holds the same ones (the encoder output's projections), and beam
-        search only ever reorders hypotheses within a sentence, so copying them would change nothing.
-        """
-        cache.self_attention_cache.reorder_cache(beam_idx)
-        return cache
-
     def resize_token_embeddings(
         self, new_num_tokens: int | None = None, pad_to_multiple_of: int | None = None, mean_resizing: bool = True
     ) -> nn.Embedding:
