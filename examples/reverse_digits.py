@@ -12,7 +12,7 @@ import tempfile
 import torch
 from transformers import Seq2SeqTrainer, Seq2SeqTrainingArguments
 
-from modeling_vanilla import VanillaConfig, VanillaForConditionalGeneration
+from modeling_vanilla import VanillaConfig, VanillaForConditionalGeneration, paper_generation_config
 from training.train import Seq2SeqCollator
 
 PAD, UNK, BOS, EOS = 0, 1, 2, 3
@@ -79,6 +79,7 @@ def train(steps: int = 400, seed: int = 0, output_dir: str | None = None) -> Van
             data_collator=Seq2SeqCollator(model, PAD),
         )
         trainer.train()
+    model.generation_config = paper_generation_config(config)  # decode as the paper does: beam 4, penalty 0.6
     return model.eval()
 
 

@@ -13,6 +13,7 @@ from .modeling_vanilla import (
     VanillaForConditionalGeneration,
     VanillaModel,
     VanillaPreTrainedModel,
+    paper_generation_config,
     sinusoidal_positional_encoding,
 )
 from .pipeline_vanilla import TranslationPipeline
@@ -31,5 +32,6 @@ __all__ = [
     "VanillaForConditionalGeneration",
     "VanillaModel",
     "VanillaPreTrainedModel",
+    "paper_generation_config",
     "sinusoidal_positional_encoding",
 ]

@@ -2,41 +2,26 @@
 
 The defaults are the paper's base model (Table 3, row "base"); `VanillaConfig.from_preset("big")` gives the big
 model. Field names follow transformers' seq2seq models (Marian, BART) so that generic tooling works unchanged.
+
+Like every transformers 5 config, `VanillaConfig` is a `@strict` dataclass: each field is type-checked when it is
+set, and the `validate_*` methods check values together. It is also an open attribute bag: keys it does not know
+(written by tooling, quantization, or a newer transformers) are kept as attributes and saved again, so that any
+`config.json` loads; a key within two typing mistakes of one of our field names gets a "did you mean" warning.
 """
 
-import difflib
+import warnings
 from collections.abc import Mapping
 from dataclasses import fields
 from types import MappingProxyType
 from typing import Any
 
-from transformers import GenerationConfig, PreTrainedConfig
+from huggingface_hub.dataclasses import strict
+from huggingface_hub.errors import StrictDataclassClassValidationError
+from transformers import PreTrainedConfig
 
 ACTIVATIONS = ("relu", "gelu", "swish", "silu")
 # "interleaved" is the paper's (sin on even, cos on odd dimensions); "sin_then_cos" is Marian's (all sines first).
 POSITIONAL_ENCODING_LAYOUTS = ("interleaved", "sin_then_cos")
-
-# Keys that transformers itself writes into config.json or passes to configs, besides the fields. Generation
-# parameters found in old configs are dropped by transformers (they live in generation_config.json).
-TRANSFORMERS_KEYS = frozenset(
-    {
-        "transformers_version",
-        "model_type",
-        "auto_map",
-        "custom_pipelines",
-        "name_or_path",
-        "_name_or_path",
-        "_commit_hash",
-        "torch_dtype",
-        "attn_implementation",
-        "experts_implementation",
-        "output_attentions",
-        "num_labels",
-        "_attn_implementation_internal",
-        "_experts_implementation_internal",
-        *GenerationConfig._get_default_generation_params(),
-    }
-)
 
 # Table 3 of the paper. Frozen: a preset names one model of the paper and is never redefined.
 PRESETS: Mapping[str, Mapping[str, Any]] = MappingProxyType(
@@ -69,16 +54,34 @@ PRESETS: Mapping[str, Mapping[str, Any]] = MappingProxyType(
 )
 
 
+def typing_distance(a: str, b: str, limit: int) -> int:
+    """Edits (insert, delete, substitute, swap two neighbours) turning `a` into `b`, or `limit + 1` if more."""
+    if abs(len(a) - len(b)) > limit:
+        return limit + 1
+    previous, current = None, list(range(len(b) + 1))
+    for i in range(1, len(a) + 1):
+        before, previous, current = previous, current, [i] + [0] * len(b)
+        for j in range(1, len(b) + 1):
+            current[j] = min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (a[i - 1] != b[j - 1]))
+            if i > 1 and j > 1 and a[i - 1] == b[j - 2] and a[i - 2] == b[j - 1]:
+                current[j] = min(current[j], before[j - 2] + 1)
+    return current[-1]
+
+
+@strict
 class VanillaConfig(PreTrainedConfig):
     """Hyper-parameters of the encoder-decoder Transformer (section 3, Table 3).
 
     Token ids follow the joint BPE tokenizer of `training/`: `<pad>`=0, `<unk>`=1, `<s>`=2, `</s>`=3. The decoder
-    starts from `<s>`. `max_position_embeddings` is the longest sequence the model is meant for (it becomes the
-    tokenizer's `model_max_length`); the sinusoidal encoding itself has no maximum (section 3.5).
+    starts from `<s>`. `max_position_embeddings` becomes the tokenizer's `model_max_length` (the longest input the
+    pipeline accepts before truncating); the model itself takes any length, since the sinusoidal encoding has no
+    maximum (section 3.5).
 
-    `positional_encoding_layout`, `add_final_logits_bias` and the "swish" activation exist only to represent Marian
-    (OPUS-MT) checkpoints exactly (`modeling_vanilla.convert_marian`, which also sets Marian's token ids, the decoder
-    starting from pad); their defaults are the paper's.
+    `tie_word_embeddings=False` gives the output projection a matrix of its own; the encoder and decoder still share
+    one embedding matrix (the paper's shared vocabulary). `positional_encoding_layout`, `add_final_logits_bias` and
+    the "swish" activation exist only to represent Marian (OPUS-MT) checkpoints exactly
+    (`modeling_vanilla.convert_marian`, which also sets Marian's token ids, the decoder starting from pad); their
+    defaults, like every default here, are the paper's.
     """
 
     model_type = "vanilla"
@@ -97,9 +100,9 @@ class VanillaConfig(PreTrainedConfig):
     encoder_ffn_dim: int = 2048
     decoder_ffn_dim: int = 2048
     activation_function: str = "relu"
-    dropout: float = 0.1
-    attention_dropout: float = 0.0
-    activation_dropout: float = 0.0
+    dropout: float | int = 0.1
+    attention_dropout: float | int = 0.0
+    activation_dropout: float | int = 0.0
     scale_embedding: bool = True
     positional_encoding_layout: str = "interleaved"
     add_final_logits_bias: bool = False
@@ -113,15 +116,22 @@ class VanillaConfig(PreTrainedConfig):
     use_cache: bool = True
 
     def __post_init__(self, **kwargs: Any) -> None:
-        unknown = sorted(set(kwargs) - TRANSFORMERS_KEYS)
-        if unknown:
-            hints = {key: difflib.get_close_matches(key, [f.name for f in fields(self)], n=1) for key in unknown}
-            named = ", ".join(
-                f"{key!r}" + (f" (did you mean {hint[0]!r}?)" if hint else "") for key, hint in hints.items()
-            )
-            raise ValueError(f"unknown VanillaConfig keys: {named}")
+        own_fields = [field.name for field in fields(self)]
+        for key in kwargs:
+            near = [name for name in own_fields if typing_distance(key, name, limit=2) <= 2]
+            if near:
+                warnings.warn(
+                    f"VanillaConfig got the unknown key {key!r} (kept as an attribute, unused); did you mean "
+                    f"{near[0]!r}?",
+                    stacklevel=3,
+                )
         super().__post_init__(**kwargs)
-        self._check_values()
+        # `@strict` runs the validate_* methods right after __init__ too, but wraps their ValueError in its own
+        # exception type; running them here first keeps an invalid value a ValueError that names the field.
+        try:
+            self.validate()
+        except StrictDataclassClassValidationError as error:
+            raise error.__cause__ from None
 
     @classmethod
     def from_preset(cls, name: str, **overrides: Any) -> "VanillaConfig":
@@ -130,8 +140,9 @@ class VanillaConfig(PreTrainedConfig):
             raise ValueError(f"unknown preset {name!r}; the paper's presets are {sorted(PRESETS)}")
         return cls(**{**PRESETS[name], **overrides})
 
-    def _check_values(self) -> None:
-        for field in (
+    def validate_architecture(self) -> None:
+        """Sizes are positive, every head gets d_model / h dimensions, and sin/cos pairs fill d_model (3.2.2, 3.5)."""
+        for name in (
             "vocab_size",
             "d_model",
             "encoder_layers",
@@ -142,21 +153,25 @@ class VanillaConfig(PreTrainedConfig):
             "decoder_ffn_dim",
             "max_position_embeddings",
         ):
-            value = getattr(self, field)
-            if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-                raise ValueError(f"VanillaConfig.{field} must be a positive integer, got {value!r}")
-        for field in ("encoder_attention_heads", "decoder_attention_heads"):
-            heads = getattr(self, field)
+            if getattr(self, name) <= 0:
+                raise ValueError(f"VanillaConfig.{name} must be a positive integer, got {getattr(self, name)!r}")
+        for name in ("encoder_attention_heads", "decoder_attention_heads"):
+            heads = getattr(self, name)
             if self.d_model % heads:
-                raise ValueError(f"VanillaConfig.d_model={self.d_model} is not divisible by {field}={heads}")
+                raise ValueError(f"VanillaConfig.d_model={self.d_model} is not divisible by {name}={heads}")
         if self.d_model % 2:
             raise ValueError(
                 f"VanillaConfig.d_model must be even (sin/cos pairs of the positional encoding), got {self.d_model}"
             )
-        for field in ("dropout", "attention_dropout", "activation_dropout"):
-            value = getattr(self, field)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= value < 1.0:
-                raise ValueError(f"VanillaConfig.{field} must be a probability in [0, 1), got {value!r}")
+        if not self.is_encoder_decoder:
+            raise ValueError("VanillaConfig.is_encoder_decoder must be True: the model is an encoder-decoder")
+
+    def validate_dropout(self) -> None:
+        for name in ("dropout", "attention_dropout", "activation_dropout"):
+            if not 0.0 <= getattr(self, name) < 1.0:
+                raise ValueError(f"VanillaConfig.{name} must be a probability in [0, 1), got {getattr(self, name)!r}")
+
+    def validate_choices(self) -> None:
         if self.activation_function not in ACTIVATIONS:
             raise ValueError(
                 f"VanillaConfig.activation_function={self.activation_function!r} is not supported; "
@@ -167,29 +182,18 @@ class VanillaConfig(PreTrainedConfig):
                 f"VanillaConfig.positional_encoding_layout={self.positional_encoding_layout!r} is not supported; "
                 f"choose one of {POSITIONAL_ENCODING_LAYOUTS}"
             )
-        if not isinstance(self.add_final_logits_bias, bool):
-            raise ValueError(
-                f"VanillaConfig.add_final_logits_bias must be True or False, got {self.add_final_logits_bias!r}"
-            )
-        for field in ("pad_token_id", "eos_token_id", "decoder_start_token_id"):
-            value = getattr(self, field)
-            if value is None:
-                raise ValueError(f"VanillaConfig.{field} must be set: training and generation need it")
-            if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < self.vocab_size:
+
+    def validate_token_ids(self) -> None:
+        """Padding, end of sequence and the decoder's start are token ids of the vocabulary (training and generation
+        need all three); `bos_token_id` may be unset."""
+        for name in ("pad_token_id", "eos_token_id", "decoder_start_token_id", "bos_token_id"):
+            value = getattr(self, name)
+            if value is None and name != "bos_token_id":
+                raise ValueError(f"VanillaConfig.{name} must be set: training and generation need it")
+            if value is not None and not 0 <= value < self.vocab_size:
                 raise ValueError(
-                    f"VanillaConfig.{field}={value!r} is not a token id in [0, vocab_size={self.vocab_size})"
+                    f"VanillaConfig.{name}={value!r} is not a token id in [0, vocab_size={self.vocab_size})"
                 )
-        if self.bos_token_id is not None and not 0 <= self.bos_token_id < self.vocab_size:
-            raise ValueError(
-                f"VanillaConfig.bos_token_id={self.bos_token_id!r} is not a token id in [0, {self.vocab_size})"
-            )
-        if not self.is_encoder_decoder:
-            raise ValueError("VanillaConfig.is_encoder_decoder must be True: the model is an encoder-decoder")
-        if not self.tie_word_embeddings:
-            raise ValueError(
-                "VanillaConfig.tie_word_embeddings must be True: the paper shares one matrix between both "
-                "embeddings and the pre-softmax projection (section 3.4)"
-            )
 
 
 __all__ = ["ACTIVATIONS", "POSITIONAL_ENCODING_LAYOUTS", "PRESETS", "VanillaConfig"]

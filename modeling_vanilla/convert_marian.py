@@ -1,17 +1,22 @@
 """Convert a MarianMT (OPUS-MT) checkpoint into a `VanillaForConditionalGeneration` with identical output, or refuse.
 
-transformers' `MarianMTModel` is the paper's post-LN Transformer with a shared, tied vocabulary and a few changed
+transformers' `MarianMTModel` is the paper's post-LN Transformer with a shared vocabulary and a few changed
 conventions, each of which `VanillaConfig` can express: the FFN activation (OPUS-MT: swish), the sinusoidal
-layout (all sines, then all cosines), a final logits bias, and the decoder start token (pad). The converted model
-computes the same function as `MarianMTModel` from token ids; its generation config is Marian's.
+layout (all sines, then all cosines), a final logits bias, the decoder start token (pad), and an output projection
+of its own (`tie_word_embeddings=False`). The converted model computes the same function as `MarianMTModel` from
+token ids. Its generation config is Marian's with the paper's decoding on top (beam 4, length penalty 0.6, early
+stopping, at most input length + 50 tokens), as for every model this project saves; Marian's banned tokens and
+token ids are kept. Pass Marian's own settings to `generate` to decode exactly as Marian's checkpoint does.
 
 Refused, with a ValueError naming the setting, because the result would not compute what Marian computes:
 separate source and target embeddings (`share_encoder_decoder_embeddings=False`, `decoder_vocab_size !=
-vocab_size`), an output projection that is not the embedding matrix (`tie_word_embeddings=False`, or weights that
-differ), an activation `VanillaConfig` lacks, several end-of-sequence ids, and the flags of BART-era configs that
-mark a variant (pre-LN `normalize_before`, `layernorm_embedding`/`normalize_embedding`, `add_final_layer_norm`,
-learned positions `static_position_embeddings=False`, `add_bias_logits`): `MarianMTModel` ignores them, so weights
-trained for such a variant do not mean what the file says. Other values are checked by `VanillaConfig`.
+vocab_size`, or encoder and decoder embedding weights that differ; keeping them apart would give the model two
+vocabularies, which the paper's shared-vocabulary design leaves out), an output projection whose weights differ
+from the embedding matrix although the config ties them, an activation `VanillaConfig` lacks, several
+end-of-sequence ids, and the flags of BART-era configs that mark a variant (pre-LN `normalize_before`,
+`layernorm_embedding`/`normalize_embedding`, `add_final_layer_norm`, learned positions
+`static_position_embeddings=False`, `add_bias_logits`): `MarianMTModel` ignores them, so weights trained for such a
+variant do not mean what the file says. Other values are checked by `VanillaConfig`.
 
 Accepted with a warning: LayerDrop (`encoder_layerdrop`, `decoder_layerdrop`) skips layers only in training, so
 outputs are identical, but fine-tuning the converted model trains without it. Two other training-only differences
@@ -23,7 +28,6 @@ folder works too). The model files never import this module.
 """
 
 import argparse
-import copy
 import json
 import re
 import shutil
@@ -35,7 +39,7 @@ from huggingface_hub import snapshot_download
 from transformers import AutoConfig, MarianMTModel, PreTrainedConfig
 
 from .configuration_vanilla import ACTIVATIONS, VanillaConfig
-from .modeling_vanilla import VanillaForConditionalGeneration
+from .modeling_vanilla import VanillaForConditionalGeneration, paper_generation_config
 
 # Marian module name -> ours, inside `model.{encoder,decoder}.layers.{i}.` (the cross-attention is decoder-only).
 LAYER_MODULES = {
@@ -56,8 +60,9 @@ LAYER_MODULES = {
 LAYER_PARAMETER = re.compile(
     r"model\.(?P<stack>encoder|decoder)\.layers\.(?P<index>\d+)\.(?P<module>.+)\.(?P<kind>weight|bias)"
 )
-# Marian weights that are not copied: tied to `model.shared.weight`, or the sinusoidal tables we compute.
-TIED_TO_SHARED = ("model.encoder.embed_tokens.weight", "model.decoder.embed_tokens.weight", "lm_head.weight")
+# Marian weights that are not copied: the embeddings of both stacks (ours are `model.shared.weight`), or the
+# sinusoidal tables we compute.
+STACK_EMBEDDINGS = ("model.encoder.embed_tokens.weight", "model.decoder.embed_tokens.weight")
 COMPUTED = ("model.encoder.embed_positions.weight", "model.decoder.embed_positions.weight")
 
 # Flags of BART-era configs (old OPUS-MT config.json files carry them) and the value meaning "the paper's model".
@@ -97,8 +102,6 @@ def check_marian_config(config: PreTrainedConfig) -> None:
             f"decoder_vocab_size={config.decoder_vocab_size} != vocab_size={config.vocab_size}: "
             "a separate target vocabulary"
         )
-    if not config.tie_word_embeddings:
-        problems.append("tie_word_embeddings=False: the output projection is not the embedding matrix")
     if config.activation_function not in ACTIVATIONS:
         problems.append(f"activation_function={config.activation_function!r} is not one of {ACTIVATIONS}")
     if not isinstance(config.eos_token_id, int):
@@ -138,6 +141,7 @@ def vanilla_config_from_marian(config: PreTrainedConfig, add_final_logits_bias: 
         scale_embedding=config.scale_embedding,
         positional_encoding_layout="sin_then_cos",
         add_final_logits_bias=add_final_logits_bias,
+        tie_word_embeddings=config.tie_word_embeddings,
         max_position_embeddings=config.max_position_embeddings,
         pad_token_id=config.pad_token_id,
         bos_token_id=config.bos_token_id,
@@ -148,7 +152,7 @@ def vanilla_config_from_marian(config: PreTrainedConfig, add_final_logits_bias: 
 
 def vanilla_name(marian_name: str) -> str:
     """Our parameter name for a Marian parameter name (see `LAYER_MODULES`); a ValueError for one we cannot place."""
-    if marian_name in ("model.shared.weight", "final_logits_bias"):
+    if marian_name in ("model.shared.weight", "final_logits_bias", "lm_head.weight"):
         return marian_name
     match = LAYER_PARAMETER.fullmatch(marian_name)
     if match is None or match["module"] not in LAYER_MODULES:
@@ -157,30 +161,32 @@ def vanilla_name(marian_name: str) -> str:
 
 
 def convert_marian(marian: MarianMTModel) -> VanillaForConditionalGeneration:
-    """A `VanillaForConditionalGeneration` computing what `marian` computes, with Marian's generation config."""
+    """A `VanillaForConditionalGeneration` computing what `marian` computes, decoding as the paper does."""
     if not isinstance(marian, MarianMTModel):
         raise TypeError(f"expected a MarianMTModel, got {type(marian).__name__}")
     check_marian_config(marian.config)
     weights = marian.state_dict()
     shared = weights["model.shared.weight"]
-    for name in TIED_TO_SHARED:
+    tied = STACK_EMBEDDINGS + (("lm_head.weight",) if marian.config.tie_word_embeddings else ())
+    for name in tied:
         if not torch.equal(weights[name], shared):
+            what = "an untied output layer" if name == "lm_head.weight" else "separate source and target embeddings"
             raise ValueError(
-                f"cannot convert this Marian checkpoint exactly: {name} differs from model.shared.weight (untied)"
+                f"cannot convert this Marian checkpoint exactly: {name} differs from model.shared.weight ({what})"
             )
     bias = weights["final_logits_bias"]
     config = vanilla_config_from_marian(marian.config, add_final_logits_bias=bool(bias.any()))
     mapped = {
         vanilla_name(name): tensor
         for name, tensor in weights.items()
-        if name not in TIED_TO_SHARED + COMPUTED and not (name == "final_logits_bias" and not bias.any())
+        if name not in tied + COMPUTED and not (name == "final_logits_bias" and not bias.any())
     }
     vanilla = VanillaForConditionalGeneration(config).to(shared.dtype)
     missing, unexpected = vanilla.load_state_dict(mapped, strict=False)
     untied_missing = [name for name in missing if name not in vanilla.all_tied_weights_keys]
     if untied_missing or unexpected:
         raise ValueError(f"weights do not match: missing {untied_missing}, unexpected {unexpected}")
-    vanilla.generation_config = copy.deepcopy(marian.generation_config)
+    vanilla.generation_config = paper_generation_config(config, base=marian.generation_config)
     vanilla.set_attn_implementation(marian.config._attn_implementation)
     return vanilla.train(marian.training)
 

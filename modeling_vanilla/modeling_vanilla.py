@@ -16,15 +16,22 @@ Fidelity notes: every place where this code differs from the paper, or decides w
   the paper; they exist as `attention_dropout` and `activation_dropout` and default to 0.
 - Label smoothing (section 5.4, 0.1) is a training choice: the model's loss is plain cross-entropy, like every
   transformers seq2seq model, and training applies smoothing through the Trainer's `label_smoothing_factor`.
-- Beam search (section 6.1: beam 4, length penalty 0.6) uses transformers' `generate`, which divides a hypothesis'
-  log-probability by length**alpha; the paper (after GNMT) divides by ((5 + length) / 6)**alpha. Both favour longer
-  outputs the same way; scores, and rarely the chosen hypothesis, differ.
+- Decoding (section 6.1: beam 4, length penalty 0.6, terminate early when possible) is a checkpoint's setting, not
+  the class's: as in every transformers model, the class defaults to greedy decoding, and the paper's setup travels
+  in a model folder's `generation_config.json` (`paper_generation_config`, written by training, the Marian converter
+  and the examples), so `from_pretrained(...).generate()` and the pipeline decode as the paper does.
+- The length penalty: transformers' beam search divides a hypothesis' log-probability by length**alpha; the paper
+  (after GNMT) divides by ((5 + length) / 6)**alpha. Both favour longer outputs the same way; scores, and rarely the
+  chosen hypothesis, differ.
 - Maximum output length is input length + 50 (section 6.1): `generate` applies it when the call and the generation
   config set no length.
+- The output projection may be untied (`tie_word_embeddings=False`, not the paper's): it then has a matrix of its
+  own, initialised like the embedding, while the encoder and decoder keep sharing one embedding matrix.
 - The decoder starts from `<s>` (`decoder_start_token_id`); the paper does not name its start symbol. Marian
   checkpoints start from `<pad>`, which is only a different `decoder_start_token_id`.
-- The positional encoding is computed on the fly in float32 for the positions at hand: no table, no maximum length,
-  nothing to restore after loading (transformers builds models on the meta device).
+- The positional encoding is computed on the fly for the positions at hand, in float64 and then cast to float32:
+  no learned table, no maximum length, nothing to restore after loading (transformers builds models on the meta
+  device).
 - Marian option `activation_function="swish"` (OPUS-MT's FFN activation) exists only to represent Marian
   checkpoints (`convert_marian.py`); the default is the paper's "relu".
 - Marian option `positional_encoding_layout="sin_then_cos"` (all sines, then all cosines: the paper's values with
@@ -33,6 +40,7 @@ Fidelity notes: every place where this code differs from the paper, or decides w
   represent Marian checkpoints; the default, False, is the paper's (no bias).
 """
 
+import copy
 import math
 from collections.abc import Callable
 
@@ -60,7 +68,10 @@ from transformers.utils.output_capturing import OutputRecorder, capture_outputs
 
 from .configuration_vanilla import VanillaConfig
 
-# Section 6.1: "We set the maximum output length during inference to input length + 50".
+# Section 6.1: "We used beam search with a beam size of 4 and length penalty alpha = 0.6 ... We set the maximum output
+# length during inference to input length + 50, but terminate early when possible."
+BEAM_SIZE = 4
+LENGTH_PENALTY = 0.6
 EXTRA_OUTPUT_LENGTH = 50
 
 
@@ -72,18 +83,21 @@ EXTRA_OUTPUT_LENGTH = 50
 def sinusoidal_positional_encoding(positions: torch.Tensor, d_model: int, layout: str = "interleaved") -> torch.Tensor:
     """PE(pos, 2i) = sin(pos / 10000^(2i/d_model)) and PE(pos, 2i+1) = cos(pos / 10000^(2i/d_model)) (section 3.5).
 
-    `positions` is a 1-D tensor of absolute positions; the result is `(len(positions), d_model)` in float32. With
+    `positions` is a 1-D tensor of absolute positions; the result is `(len(positions), d_model)` in float32,
+    computed in float64 (far positions keep their precision, and Marian's table is matched exactly). With
     angle_i = pos / 10000^(2i/d_model) for i in [0, d_model/2): `layout="interleaved"` (the paper) puts sin(angle_i)
     in dimension 2i and cos(angle_i) in dimension 2i+1; `layout="sin_then_cos"` (Marian) puts sin(angle_i) in
     dimension i and cos(angle_i) in dimension d_model/2 + i. Any position works: there is no maximum length.
     """
-    two_i = torch.arange(0, d_model, 2, dtype=torch.float32, device=positions.device)
-    angles = positions.to(torch.float32)[:, None] / torch.pow(10000.0, two_i / d_model)
+    two_i = torch.arange(0, d_model, 2, dtype=torch.float64, device=positions.device)
+    angles = positions.to(torch.float64)[:, None] / torch.pow(10000.0, two_i / d_model)
     if layout == "interleaved":
-        return torch.stack((angles.sin(), angles.cos()), dim=-1).flatten(-2)
-    if layout == "sin_then_cos":
-        return torch.cat((angles.sin(), angles.cos()), dim=-1)
-    raise ValueError(f"unknown positional encoding layout {layout!r}; use 'interleaved' or 'sin_then_cos'")
+        encoding = torch.stack((angles.sin(), angles.cos()), dim=-1).flatten(-2)
+    elif layout == "sin_then_cos":
+        encoding = torch.cat((angles.sin(), angles.cos()), dim=-1)
+    else:
+        raise ValueError(f"unknown positional encoding layout {layout!r}; use 'interleaved' or 'sin_then_cos'")
+    return encoding.to(torch.float32)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -274,8 +288,9 @@ class VanillaPreTrainedModel(PreTrainedModel):
     """Weight initialisation and transformers plumbing shared by all Vanilla models.
 
     Initialisation (not specified by the paper; as tensor2tensor and fairseq do it): Xavier uniform for every
-    projection weight, zero biases, N(0, d_model^-0.5) for the shared token embedding, LayerNorm gain 1 and bias 0,
-    and a zero final logits bias (Marian option) when a checkpoint does not hold one.
+    projection weight, zero biases, N(0, d_model^-0.5) for the shared token embedding (and for an untied output
+    projection), LayerNorm gain 1 and bias 0, and a zero final logits bias (Marian option) when a checkpoint does not
+    hold one.
     """
 
     config: VanillaConfig
@@ -288,12 +303,13 @@ class VanillaPreTrainedModel(PreTrainedModel):
     _supports_flex_attn = True
 
     def _init_weights(self, module: nn.Module) -> None:
-        if isinstance(module, nn.Linear):
+        if isinstance(module, nn.Embedding) or module is getattr(self, "lm_head", None):
+            # The output projection is the embedding matrix when tied; untied, it is drawn the same way (as fairseq).
+            init.normal_(module.weight, mean=0.0, std=self.config.d_model**-0.5)
+        elif isinstance(module, nn.Linear):
             init.xavier_uniform_(module.weight)
             if module.bias is not None:
                 init.zeros_(module.bias)
-        elif isinstance(module, nn.Embedding):
-            init.normal_(module.weight, mean=0.0, std=self.config.d_model**-0.5)
         elif isinstance(module, nn.LayerNorm):
             init.ones_(module.weight)
             init.zeros_(module.bias)
@@ -528,6 +544,13 @@ class VanillaModel(VanillaPreTrainedModel):
     def set_input_embeddings(self, value: nn.Embedding) -> None:
         self.shared = self.encoder.embed_tokens = self.decoder.embed_tokens = value
 
+    def get_expanded_tied_weights_keys(self, all_submodels: bool = False) -> dict[str, str]:
+        """Both stacks always embed with `shared` (section 3.4). transformers drops every tie of a model whose config
+        says `tie_word_embeddings=False`; for this model that flag unties only the output projection."""
+        if all_submodels:
+            return super().get_expanded_tied_weights_keys(all_submodels=True)
+        return dict(self._tied_weights_keys)
+
     @can_return_tuple
     @deprecate_kwarg("past_key_values", "5.40.0", new_name="cache")
     def forward(
@@ -607,10 +630,31 @@ def translation_loss(
     return total / num_items_in_batch
 
 
+def paper_generation_config(config: VanillaConfig, base: GenerationConfig | None = None) -> GenerationConfig:
+    """The paper's decoding (section 6.1) for a model with `config`'s token ids: beam size 4, length penalty 0.6,
+    terminating early (`generate` adds the length limit, input length + 50). Settings of `base` (e.g. a Marian
+    checkpoint's banned tokens) are kept unless the paper sets them; its fixed `max_length` gives way to the paper's
+    limit."""
+    generation_config = copy.deepcopy(base) if base is not None else GenerationConfig()
+    generation_config.update(
+        num_beams=BEAM_SIZE,
+        length_penalty=LENGTH_PENALTY,
+        early_stopping=True,
+        max_length=None,
+        bos_token_id=config.bos_token_id,
+        eos_token_id=config.eos_token_id,
+        pad_token_id=config.pad_token_id,
+        decoder_start_token_id=config.decoder_start_token_id,
+    )
+    return generation_config
+
+
 class VanillaForConditionalGeneration(VanillaPreTrainedModel, GenerationMixin):
     """The Transformer for translation: `VanillaModel` plus the pre-softmax projection, which is the shared
     embedding matrix itself (section 3.4), so source embedding, target embedding and output projection are one
-    parameter. Decoding defaults follow section 6.1: beam size 4, length penalty 0.6, output length input + 50.
+    parameter (unless `tie_word_embeddings=False`). Like every transformers model it decodes greedily unless its
+    generation config says otherwise; `paper_generation_config` is the paper's setup (section 6.1), which the
+    models this project saves carry.
 
     With `config.add_final_logits_bias` (Marian checkpoints only), a `(1, vocab_size)` buffer `final_logits_bias` is
     added to the logits, as in Marian."""
@@ -624,15 +668,6 @@ class VanillaForConditionalGeneration(VanillaPreTrainedModel, GenerationMixin):
         if config.add_final_logits_bias:
             self.final_logits_bias = nn.Buffer(torch.zeros(1, config.vocab_size))
         self.post_init()
-        self.generation_config = GenerationConfig(
-            num_beams=4,
-            length_penalty=0.6,
-            early_stopping=True,
-            bos_token_id=config.bos_token_id,
-            eos_token_id=config.eos_token_id,
-            pad_token_id=config.pad_token_id,
-            decoder_start_token_id=config.decoder_start_token_id,
-        )
 
     def prepare_decoder_input_ids_from_labels(self, labels: torch.Tensor) -> torch.Tensor:
         return shift_tokens_right(labels, self.config.pad_token_id, self.config.decoder_start_token_id)
@@ -719,10 +754,14 @@ class VanillaForConditionalGeneration(VanillaPreTrainedModel, GenerationMixin):
 
 
 __all__ = [
+    "BEAM_SIZE",
+    "EXTRA_OUTPUT_LENGTH",
+    "LENGTH_PENALTY",
     "VanillaEncoder",
     "VanillaDecoder",
     "VanillaForConditionalGeneration",
     "VanillaModel",
     "VanillaPreTrainedModel",
+    "paper_generation_config",
     "sinusoidal_positional_encoding",
 ]

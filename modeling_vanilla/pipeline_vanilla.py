@@ -15,7 +15,9 @@ Behaviour (as transformers 4's `TranslationPipeline`, plus defined edge cases):
   `[[{...}, ...], [{...}, ...]]`, a list per input, when `num_return_sequences > 1`. `pipe([])` returns `[]`.
 - `batch_size=` batches inputs; generation options (`num_beams`, `max_new_tokens`, `num_return_sequences`,
   `length_penalty`, `do_sample`, ...) given to `pipeline(...)` or to the call go to `model.generate`, on top of the
-  model's generation config (the paper's beam 4, length penalty 0.6). The attention mask is always passed.
+  model's generation config: a model trained or converted by this project carries the paper's decoding there (beam
+  4, length penalty 0.6); a model that carries none decodes greedily, as every transformers model does. The
+  attention mask is always passed.
 - Output length: the paper's input length + 50 tokens (applied by the Vanilla model's `generate`) unless the call
   or the generation config sets `max_new_tokens` or `max_length`; in a batch the limit follows the batch's longest
   input.
@@ -26,7 +28,7 @@ Behaviour (as transformers 4's `TranslationPipeline`, plus defined edge cases):
 """
 
 import torch
-from transformers import GenerationConfig, Pipeline
+from transformers import Pipeline
 from transformers.utils import ModelOutput, logging
 
 logger = logging.get_logger(__name__)
@@ -40,9 +42,6 @@ class TranslationPipeline(Pipeline):
     _load_processor = False
     _load_image_processor = False
     _load_feature_extractor = False
-    # The paper's decoding (section 6.1) where the model's generation config says nothing. No `max_new_tokens`:
-    # a pipeline default would replace the model's own limit of input length + 50.
-    _default_generation_config = GenerationConfig(num_beams=4, length_penalty=0.6, early_stopping=True)
 
     def __call__(self, inputs: str | list[str], **kwargs) -> list[dict[str, str]] | list[list[dict[str, str]]]:
         """Translate `inputs`; keyword arguments are `batch_size`, `num_workers` and generation options."""

@@ -17,7 +17,6 @@ from tiny import TINY, padded_batch, tiny_model
         ({"vocab_size": 0}, "vocab_size must be a positive integer, got 0"),
         ({"encoder_layers": -1}, "encoder_layers must be a positive integer, got -1"),
         ({"decoder_ffn_dim": 0}, "decoder_ffn_dim must be a positive integer, got 0"),
-        ({"encoder_ffn_dim": 2.5}, "encoder_ffn_dim must be a positive integer, got 2.5"),
         ({"dropout": 1.0}, r"dropout must be a probability in \[0, 1\), got 1.0"),
         ({"attention_dropout": -0.1}, r"attention_dropout must be a probability in \[0, 1\), got -0.1"),
         ({"activation_function": "tanhh"}, "activation_function='tanhh' is not supported"),
@@ -25,7 +24,6 @@ from tiny import TINY, padded_batch, tiny_model
         ({"decoder_start_token_id": None}, "decoder_start_token_id must be set"),
         ({"pad_token_id": 64}, r"pad_token_id=64 is not a token id in \[0, vocab_size=64\)"),
         ({"bos_token_id": -1}, r"bos_token_id=-1 is not a token id"),
-        ({"tie_word_embeddings": False}, "tie_word_embeddings must be True"),
         ({"is_encoder_decoder": False}, "is_encoder_decoder must be True"),
     ],
 )

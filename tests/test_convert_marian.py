@@ -79,7 +79,15 @@ def opus_batch(lengths: tuple[int, ...] = (9, 6, 3)) -> tuple[torch.Tensor, torc
     return ids, mask
 
 
-BEAM = {"num_beams": 4, "max_new_tokens": 20, "return_dict_in_generate": True, "output_scores": True}
+# One beam search setup for both models (the converted one otherwise decodes as the paper does, Marian as it is).
+BEAM = {
+    "num_beams": 4,
+    "length_penalty": 0.6,
+    "early_stopping": True,
+    "max_new_tokens": 20,
+    "return_dict_in_generate": True,
+    "output_scores": True,
+}
 
 
 def _logits(model, ids, mask) -> torch.Tensor:
@@ -193,7 +201,9 @@ def test_converted_config_and_weights(marian):
     assert (config.activation_function, config.positional_encoding_layout) == ("swish", "sin_then_cos")
     assert config.add_final_logits_bias and config.scale_embedding
     assert (config.pad_token_id, config.decoder_start_token_id, config.eos_token_id) == (PAD, PAD, EOS)
-    assert vanilla.generation_config.to_dict() == marian.generation_config.to_dict()
+    generation = vanilla.generation_config
+    assert (generation.num_beams, generation.length_penalty, generation.early_stopping) == (4, 0.6, True)
+    assert (generation.decoder_start_token_id, generation.pad_token_id, generation.eos_token_id) == (PAD, PAD, EOS)
     shared = vanilla.model.shared.weight
     assert torch.equal(shared, marian.model.shared.weight)
     assert vanilla.lm_head.weight is shared and vanilla.model.encoder.embed_tokens.weight is shared
@@ -212,6 +222,44 @@ def test_converted_model_gives_marians_logits_and_beam_search(marian, reference)
     ids, mask = opus_batch()
     assert torch.allclose(_logits(vanilla, ids, mask), logits, atol=1e-5)
     _assert_same_translations(translations, _beam(vanilla, ids, mask))
+
+
+def untied_opus_mt_like(seed: int = 4) -> MarianMTModel:
+    """A Marian model with its own output layer, as OPUS-MT checkpoints converted with an untied output layer are:
+    one embedding matrix for both stacks (`share_encoder_decoder_embeddings`), a separate `lm_head`."""
+    marian = opus_mt_like(seed=seed, tie_word_embeddings=False)
+    with torch.no_grad():
+        for embedding in (marian.model.encoder.embed_tokens, marian.model.decoder.embed_tokens):
+            embedding.weight.copy_(marian.model.shared.weight)
+    assert not torch.equal(marian.lm_head.weight, marian.model.shared.weight)
+    return marian
+
+
+def test_untied_output_layer_is_converted_exactly(tmp_path):
+    marian = untied_opus_mt_like()
+    ids, mask = opus_batch()
+    vanilla = convert_marian(marian)
+    assert vanilla.config.tie_word_embeddings is False
+    assert torch.equal(vanilla.lm_head.weight, marian.lm_head.weight)
+    assert torch.equal(vanilla.model.shared.weight, marian.model.shared.weight)
+    translations = _beam(marian, ids, mask)
+    assert len({tuple(row) for row in translations.sequences.tolist()}) == 3
+    for model in (vanilla, _saved_and_loaded(vanilla, tmp_path)):
+        assert torch.allclose(_logits(model, ids, mask), _logits(marian, ids, mask), atol=1e-5)
+        _assert_same_translations(translations, _beam(model, ids, mask))
+
+
+def _saved_and_loaded(model, folder):
+    model.save_pretrained(folder)
+    return VanillaForConditionalGeneration.from_pretrained(folder)
+
+
+def test_separate_source_and_target_embeddings_are_refused_by_name():
+    marian = untied_opus_mt_like()
+    with torch.no_grad():
+        marian.model.encoder.embed_tokens.weight.add_(1.0)
+    with pytest.raises(ValueError, match="encoder.embed_tokens.weight differs .*separate source and target embeddings"):
+        convert_marian(marian)
 
 
 def test_zero_final_logits_bias_gives_the_papers_head():
@@ -294,7 +342,6 @@ def test_help():
     [
         ({"share_encoder_decoder_embeddings": False}, "share_encoder_decoder_embeddings=False"),
         ({"decoder_vocab_size": 80}, "decoder_vocab_size=80 != vocab_size=64"),
-        ({"tie_word_embeddings": False}, "tie_word_embeddings=False"),
         ({"activation_function": "gelu_new"}, "activation_function='gelu_new' is not one of"),
         ({"eos_token_id": [0, 1]}, r"eos_token_id=\[0, 1\]: exactly one end-of-sequence id"),
         ({"normalize_before": True}, "normalize_before=True marks a variant"),
@@ -322,7 +369,7 @@ def test_models_that_cannot_be_represented_are_refused():
         convert_marian(MarianMTModel(MarianConfig(**OPUS_MT, share_encoder_decoder_embeddings=False)))
     untied = opus_mt_like(seed=3)
     untied.lm_head.weight = torch.nn.Parameter(untied.lm_head.weight.detach() + 1.0)
-    with pytest.raises(ValueError, match=r"lm_head.weight differs from model.shared.weight \(untied\)"):
+    with pytest.raises(ValueError, match=r"lm_head.weight differs from model.shared.weight \(an untied output layer\)"):
         convert_marian(untied)
     with pytest.raises(ValueError, match="d_model must be even"):
         odd = {"d_model": 33, "encoder_attention_heads": 3, "decoder_attention_heads": 3}
@@ -352,7 +399,7 @@ main(["user/tiny-opus-mt", destination])
 ids, mask = torch.load(os.path.join(marian_folder, "batch.pt"))
 model = VanillaForConditionalGeneration.from_pretrained(destination)
 with torch.no_grad():
-    sequences = model.generate(input_ids=ids, attention_mask=mask, num_beams=4, max_new_tokens=20)
+    sequences = model.generate(input_ids=ids, attention_mask=mask, num_beams=4, length_penalty=0.6, max_new_tokens=20)
 tokens = AutoTokenizer.from_pretrained(destination)("w5 w9").input_ids
 print(json.dumps({"sequences": sequences.tolist(), "tokens": tokens}), flush=True)
 os._exit(0)

