@@ -1,4 +1,5 @@
-"""The model card: `hub_card.md` (at the repository root) filled with a training run's real values.
+"""The model card: `hub_card.md` (at the repository root; `training/hub_card.md` links to it, so that it ships in
+the package) filled with a training run's real values.
 
 Values come from the folder written by `training.train`: `training_results.json`, `config.json` and
 `tokenizer_config.json`. A value the card needs and the folder lacks is an error that names it; nothing is guessed.
@@ -15,7 +16,7 @@ from typing import Any
 import torch
 import transformers
 
-TEMPLATE = Path(__file__).resolve().parents[1] / "hub_card.md"
+TEMPLATE = Path(__file__).resolve().parent / "hub_card.md"
 LANGUAGE_NAMES = {"en": "English", "de": "German", "fr": "French"}
 BUILT_IN_TARGETS = {
     "de": "German (Elberfelder; its wording matches the 1905 edition)",

@@ -11,7 +11,7 @@ import os
 import shutil
 from pathlib import Path
 
-from training.data import file_sha256
+from .data import file_sha256
 
 CHECKSUMS = "checksums.json"
 STAGING = ".staging"

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from huggingface_hub import CommitInfo, CommitOperationAdd, HfApi
 
-from training.card import render_card
+from .card import render_card
 
 REQUIRED_FILES = (
     "config.json",

@@ -34,14 +34,14 @@ from transformers import (
 from transformers.trainer_utils import rotate_checkpoints
 
 from modeling_vanilla import PRESETS, VanillaConfig, VanillaForConditionalGeneration, paper_generation_config
-from training import checkpoints
-from training.average_checkpoints import average_checkpoints, checkpoints_in
-from training.batching import TokenBudgetBatchSampler
-from training.card import environment, render_card
-from training.data import load_corpus
-from training.evaluation import corpus_bleu, translate
-from training.plot import plot_training
-from training.tokenizer import train_joint_bpe
+from . import checkpoints
+from .average_checkpoints import average_checkpoints, checkpoints_in
+from .batching import TokenBudgetBatchSampler
+from .card import environment, render_card
+from .data import load_corpus
+from .evaluation import corpus_bleu, translate
+from .plot import plot_training
+from .tokenizer import train_joint_bpe
 
 
 @dataclasses.dataclass(frozen=True)

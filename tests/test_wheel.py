@@ -1,0 +1,141 @@
+"""The package as a user installs it: a wheel built from the repository, installed into a fresh virtual environment,
+used from a folder that is not the checkout. Everything the code reads at run time must be in the wheel."""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import zipfile
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# Run by the fresh environment's Python, from an empty folder: the model, pipeline("translation"), the Marian
+# converter and the CTranslate2 exporter, each from the installed package.
+USE_THE_PACKAGE = """
+import json, os, subprocess, sys
+import ctranslate2, torch
+import modeling_vanilla
+from transformers import AutoModelForSeq2SeqLM, MarianConfig, MarianMTModel, pipeline
+from modeling_vanilla import VanillaConfig, VanillaForConditionalGeneration, paper_generation_config
+from vanilla_training.tokenizer import train_joint_bpe
+
+sentences = ["the house is red", "the big house", "one two three", "red and big"]
+tokenizer = train_joint_bpe(sentences * 20, vocab_size=60)
+config = VanillaConfig(vocab_size=len(tokenizer), d_model=32, encoder_layers=1, decoder_layers=1,
+                       encoder_attention_heads=4, decoder_attention_heads=4, encoder_ffn_dim=64, decoder_ffn_dim=64)
+model = VanillaForConditionalGeneration(config).eval()
+model.generation_config = paper_generation_config(config)
+model.save_pretrained("model")
+tokenizer.save_pretrained("model")
+loaded = AutoModelForSeq2SeqLM.from_pretrained("model")
+translator = pipeline("translation", model="model", trust_remote_code=True)
+translation = translator("the house")[0]["translation_text"]
+marian = MarianMTModel(MarianConfig(vocab_size=64, d_model=32, encoder_layers=1, decoder_layers=1,
+                                    encoder_attention_heads=4, decoder_attention_heads=4, encoder_ffn_dim=64,
+                                    decoder_ffn_dim=64, pad_token_id=63, decoder_start_token_id=63)).eval()
+marian.save_pretrained("marian")
+run = lambda *args: subprocess.run([sys.executable, "-m", *args], check=True, capture_output=True, text=True)
+run("modeling_vanilla.convert_marian", "marian", "converted")
+run("modeling_vanilla.export_ctranslate2", "model", "model-ct2")
+ct2 = ctranslate2.Translator("model-ct2", device="cpu")
+ids = torch.tensor([[5, 9, 3]])
+with torch.no_grad():
+    converted = VanillaForConditionalGeneration.from_pretrained("converted")
+    same = torch.allclose(converted(input_ids=ids, decoder_input_ids=ids).logits,
+                          marian(input_ids=ids, decoder_input_ids=ids).logits, atol=1e-5)
+print(json.dumps({
+    "package": modeling_vanilla.__file__,
+    "translation_is_text": isinstance(translation, str),
+    "loaded": type(loaded).__name__,
+    "converted_equals_marian": same,
+    "ct2_translates": bool(ct2.translate_batch([["▁the", "▁house", "</s>"]], beam_size=4)[0].hypotheses),
+}))
+"""
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory) -> Path:
+    folder = tmp_path_factory.mktemp("wheel")
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--wheel-dir", str(folder), str(ROOT)],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
+    (built,) = folder.glob("vanilla_transformer-*.whl")
+    return built
+
+
+@pytest.fixture(scope="module")
+def installed(wheel, tmp_path_factory) -> Path:
+    """A fresh virtual environment holding the wheel with its train and ct2 extras (torch pinned first, as
+    scripts/setup.sh does, so that pip takes the CPU build)."""
+    venv = tmp_path_factory.mktemp("venv")
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=120)
+    python = venv / "bin" / "python"
+    for requirement in ("torch==2.13.0", f"{wheel}[train,ct2]"):
+        done = subprocess.run(
+            [str(python), "-m", "pip", "install", "--quiet", requirement], capture_output=True, text=True, timeout=900
+        )
+        assert done.returncode == 0, done.stderr[-3000:]
+    return python
+
+
+def _run(python: Path, args: list[str], cwd: Path) -> subprocess.CompletedProcess:
+    """`python ARGS` in `cwd`, isolated from this checkout: no PYTHONPATH, no user site, an offline private Hub home."""
+    env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
+    env.update(HF_HOME=str(cwd / "hf_home"), HF_HUB_OFFLINE="1", PYTHONNOUSERSITE="1")
+    return subprocess.run([str(python), *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
+
+
+def test_the_wheel_holds_the_files_the_code_reads_and_no_top_level_training(wheel):
+    with zipfile.ZipFile(wheel) as archive:
+        names = set(archive.namelist())
+        card = archive.read("vanilla_training/hub_card.md").decode()
+    for name in (
+        "modeling_vanilla/modeling_vanilla.py",
+        "modeling_vanilla/pipeline_vanilla.py",
+        "vanilla_training/sacrebleu_metric/sacrebleu_metric.py",
+        "vanilla_training/DATA_NOTICE.md",
+    ):
+        assert name in names, name
+    assert card == (ROOT / "hub_card.md").read_text()  # the template itself, not a link to it
+    assert not any(name.startswith("training/") for name in names)
+    top_level = next(name for name in names if name.endswith("top_level.txt"))
+    with zipfile.ZipFile(wheel) as archive:
+        assert archive.read(top_level).decode().split() == ["modeling_vanilla", "vanilla_training"]
+
+
+def test_model_pipeline_converter_and_exporter_run_from_the_installed_wheel(installed, tmp_path):
+    done = _run(installed, ["-c", textwrap.dedent(USE_THE_PACKAGE)], cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-4000:]
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    assert "site-packages" in report["package"] and str(ROOT) not in report["package"]
+    assert report["translation_is_text"] and report["loaded"] == "VanillaForConditionalGeneration"
+    assert report["converted_equals_marian"] and report["ct2_translates"]
+
+
+def test_training_runs_from_the_installed_wheel_with_its_card_and_bleu(installed, tmp_path):
+    words = {"one": "eins", "two": "zwei", "three": "drei", "house": "Haus", "the": "das", "red": "rote"}
+    lines = [
+        json.dumps({"translation": {"en": " ".join(pair), "de": " ".join(words[w] for w in pair)}})
+        for pair in [(a, b) for a in words for b in words]
+    ]
+    for split in ("train", "validation", "test"):
+        (tmp_path / f"{split}.jsonl").write_text("\n".join(lines) + "\n")
+    model = {"d_model": 16, "encoder_layers": 1, "decoder_layers": 1, "encoder_ffn_dim": 16, "decoder_ffn_dim": 16}
+    args = ["-m", "vanilla_training.train", "--output-dir", "run", "--train-file", "train.jsonl",
+            "--validation-file", "validation.jsonl", "--test-file", "test.jsonl", "--vocab-size", "60",
+            "--model-config", json.dumps(model), "--max-steps", "4", "--eval-steps", "2", "--save-steps", "2",
+            "--test-limit", "5"]  # fmt: skip
+    done = _run(installed, args, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-4000:]
+    assert "test BLEU" in done.stdout
+    card = (tmp_path / "run" / "final" / "README.md").read_text()
+    assert "pipeline_tag: translation" in card and "${" not in card
