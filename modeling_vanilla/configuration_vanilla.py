@@ -23,35 +23,36 @@ ACTIVATIONS = ("relu", "gelu", "swish", "silu")
 # "interleaved" is the paper's (sin on even, cos on odd dimensions); "sin_then_cos" is Marian's (all sines first).
 POSITIONAL_ENCODING_LAYOUTS = ("interleaved", "sin_then_cos")
 
-# Table 3 of the paper. Frozen: a preset names one model of the paper and is never redefined.
+
+def _size(d_model: int, layers: int, heads: int, ffn_dim: int, dropout: float) -> Mapping[str, Any]:
+    return MappingProxyType(
+        {
+            "d_model": d_model,
+            "encoder_layers": layers,
+            "decoder_layers": layers,
+            "encoder_attention_heads": heads,
+            "decoder_attention_heads": heads,
+            "encoder_ffn_dim": ffn_dim,
+            "decoder_ffn_dim": ffn_dim,
+            "dropout": dropout,
+        }
+    )
+
+
+# Every named model size of the project, in VanillaConfig's own fields; `VanillaConfig.from_preset(name)` builds one.
+# "base" and "big" are Table 3 of the paper and are frozen: a preset names one model of the paper and is never
+# redefined. The others are this project's: "demo" is the model of the README's main job (its recipe and the
+# measurements behind it are in the README), "small" a quick benchmark size, "tiny" the size of tests and smoke runs.
 PRESETS: Mapping[str, Mapping[str, Any]] = MappingProxyType(
     {
-        "base": MappingProxyType(
-            {
-                "d_model": 512,
-                "encoder_layers": 6,
-                "decoder_layers": 6,
-                "encoder_attention_heads": 8,
-                "decoder_attention_heads": 8,
-                "encoder_ffn_dim": 2048,
-                "decoder_ffn_dim": 2048,
-                "dropout": 0.1,
-            }
-        ),
-        "big": MappingProxyType(
-            {
-                "d_model": 1024,
-                "encoder_layers": 6,
-                "decoder_layers": 6,
-                "encoder_attention_heads": 16,
-                "decoder_attention_heads": 16,
-                "encoder_ffn_dim": 4096,
-                "decoder_ffn_dim": 4096,
-                "dropout": 0.3,
-            }
-        ),
+        "base": _size(d_model=512, layers=6, heads=8, ffn_dim=2048, dropout=0.1),
+        "big": _size(d_model=1024, layers=6, heads=16, ffn_dim=4096, dropout=0.3),
+        "demo": _size(d_model=128, layers=3, heads=4, ffn_dim=512, dropout=0.1),
+        "small": _size(d_model=256, layers=3, heads=4, ffn_dim=1024, dropout=0.1),
+        "tiny": _size(d_model=32, layers=2, heads=4, ffn_dim=64, dropout=0.1),
     }
 )
+PAPER_PRESETS = ("base", "big")
 
 
 def typing_distance(a: str, b: str, limit: int) -> int:
@@ -135,9 +136,10 @@ class VanillaConfig(PreTrainedConfig):
 
     @classmethod
     def from_preset(cls, name: str, **overrides: Any) -> "VanillaConfig":
-        """The paper's "base" or "big" model (Table 3), with `overrides` (e.g. `vocab_size`) applied on top."""
+        """The named model size `name` of `PRESETS` (the paper's "base" and "big" of Table 3, or one of this
+        project's), with `overrides` (e.g. `vocab_size`) applied on top."""
         if name not in PRESETS:
-            raise ValueError(f"unknown preset {name!r}; the paper's presets are {sorted(PRESETS)}")
+            raise ValueError(f"unknown preset {name!r}; choose one of {sorted(PRESETS)} (the paper's: {PAPER_PRESETS})")
         return cls(**{**PRESETS[name], **overrides})
 
     def validate_architecture(self) -> None:
@@ -196,4 +198,4 @@ class VanillaConfig(PreTrainedConfig):
                 )
 
 
-__all__ = ["ACTIVATIONS", "POSITIONAL_ENCODING_LAYOUTS", "PRESETS", "VanillaConfig"]
+__all__ = ["ACTIVATIONS", "PAPER_PRESETS", "POSITIONAL_ENCODING_LAYOUTS", "PRESETS", "VanillaConfig"]

@@ -2,18 +2,9 @@
 
 import torch
 
-from modeling_vanilla import VanillaConfig, VanillaForConditionalGeneration
+from modeling_vanilla import PRESETS, VanillaConfig, VanillaForConditionalGeneration
 
-TINY = {
-    "vocab_size": 64,
-    "d_model": 32,
-    "encoder_layers": 2,
-    "decoder_layers": 2,
-    "encoder_attention_heads": 4,
-    "decoder_attention_heads": 4,
-    "encoder_ffn_dim": 64,
-    "decoder_ffn_dim": 64,
-}
+TINY = {**PRESETS["tiny"], "vocab_size": 64}
 
 
 def tiny_config(**overrides) -> VanillaConfig:
