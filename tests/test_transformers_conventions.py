@@ -71,7 +71,7 @@ def test_a_near_miss_of_our_field_names_warns_with_the_name_meant(key, meant, tm
 
 def test_invalid_values_stay_value_errors_and_wrong_types_name_the_field(tmp_path):
     with pytest.raises(ValueError, match=r"VanillaConfig.dropout must be a probability in \[0, 1\), got 1.5"):
-        VanillaConfig(**TINY, dropout=1.5)
+        VanillaConfig(**{**TINY, "dropout": 1.5})
     with pytest.raises(StrictDataclassFieldValidationError, match="'encoder_layers' expected int, got str"):
         VanillaConfig(**{**TINY, "encoder_layers": "6"})
     config = VanillaConfig(**TINY)
