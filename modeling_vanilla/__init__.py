@@ -10,6 +10,7 @@ from transformers import AutoConfig, AutoModel, AutoModelForSeq2SeqLM
 
 from .configuration_vanilla import PRESETS, VanillaConfig
 from .modeling_vanilla import (
+    EXTRA_OUTPUT_LENGTH,
     VanillaForConditionalGeneration,
     VanillaModel,
     VanillaPreTrainedModel,
@@ -26,6 +27,7 @@ VanillaModel.register_for_auto_class("AutoModel")
 VanillaForConditionalGeneration.register_for_auto_class("AutoModelForSeq2SeqLM")
 
 __all__ = [
+    "EXTRA_OUTPUT_LENGTH",
     "PRESETS",
     "TranslationPipeline",
     "VanillaConfig",

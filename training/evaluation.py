@@ -9,8 +9,9 @@ import torch
 from tqdm.auto import tqdm
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
+from modeling_vanilla import EXTRA_OUTPUT_LENGTH
+
 METRIC_PATH = Path(__file__).resolve().parent / "sacrebleu_metric"
-EXTRA_OUTPUT_LENGTH = 50  # section 6.1
 
 
 def load_bleu() -> evaluate.EvaluationModule:
@@ -24,29 +25,28 @@ def translate(
     tokenizer: PreTrainedTokenizerBase,
     sentences: list[str],
     batch_size: int = 32,
-    num_beams: int = 4,
-    length_penalty: float = 0.6,
     progress: bool = True,
+    **generate_kwargs,
 ) -> list[str]:
-    """Translate `sentences`, in their order. Sentences are batched by length (less padding) and each batch may
-    produce up to its longest input + 50 tokens."""
+    """Translate `sentences`, in their order, decoding as `model.generation_config` says unless `generate_kwargs`
+    (e.g. `num_beams=1`) say otherwise. Sentences are batched by length (less padding) and each batch may produce
+    up to its longest input + 50 tokens (section 6.1; given explicitly, so that any seq2seq model is held to it).
+    The model is left in the mode (training or evaluation) it was in."""
+    was_training = model.training
     model.eval()
     lengths = [len(ids) for ids in tokenizer(sentences)["input_ids"]]
     order = sorted(range(len(sentences)), key=lambda i: lengths[i], reverse=True)
     translations: list[str] = [""] * len(sentences)
+    beams = generate_kwargs.get("num_beams", model.generation_config.num_beams) or 1
     starts = range(0, len(order), batch_size)
-    for start in tqdm(starts, desc=f"translating (beam {num_beams})", disable=not progress, unit="batch"):
+    for start in tqdm(starts, desc=f"translating (beam {beams})", disable=not progress, unit="batch"):
         batch = order[start : start + batch_size]
         inputs = tokenizer([sentences[i] for i in batch], return_tensors="pt", padding=True).to(model.device)
-        beam_options = {"length_penalty": length_penalty, "early_stopping": True} if num_beams > 1 else {}
-        output = model.generate(
-            **inputs,
-            num_beams=num_beams,
-            max_new_tokens=inputs["input_ids"].shape[1] + EXTRA_OUTPUT_LENGTH,
-            **beam_options,
-        )
+        limit = inputs["input_ids"].shape[1] + EXTRA_OUTPUT_LENGTH
+        output = model.generate(**inputs, **{"max_new_tokens": limit, **generate_kwargs})
         for i, text in zip(batch, tokenizer.batch_decode(output, skip_special_tokens=True), strict=True):
             translations[i] = text
+    model.train(was_training)
     return translations
 
 

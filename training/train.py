@@ -34,6 +34,7 @@ from transformers import (
 from transformers.trainer_utils import rotate_checkpoints
 
 from modeling_vanilla import PRESETS, VanillaConfig, VanillaForConditionalGeneration, paper_generation_config
+
 from . import checkpoints
 from .average_checkpoints import average_checkpoints, checkpoints_in
 from .batching import TokenBudgetBatchSampler
@@ -189,7 +190,6 @@ class TranslationTrainer(Seq2SeqTrainer):
             bleu = corpus_bleu(predictions, self.bleu_references)["score"]
             metrics[f"{metric_key_prefix}_bleu"] = bleu
             self.log({f"{metric_key_prefix}_bleu": bleu})
-            model.train()
         return metrics
 
 
@@ -474,7 +474,7 @@ def main(
             "signature": bleu["signature"],
             "sentences": len(test_sources),
             "num_beams": args.test_beams,
-            "length_penalty": 0.6,
+            "length_penalty": model.generation_config.length_penalty,
             "examples": [
                 {"source": src, "translation": hyp, "reference": ref}
                 for src, hyp, ref in list(zip(test_sources, predictions, test_references, strict=True))[:3]
