@@ -1,6 +1,6 @@
 """Teach a tiny Transformer to reverse digit strings with `Seq2SeqTrainer`, then decode with beam search.
 
-A one-minute sanity check of the whole stack on CPU (model, loss, label smoothing, Trainer, generate):
+A one-minute sanity check of the whole stack on CPU (tokenizer, model, loss, label smoothing, Trainer, generate):
 
     python examples/reverse_digits.py
 """
@@ -10,38 +10,48 @@ import random
 import tempfile
 
 import torch
-from transformers import Seq2SeqTrainer, Seq2SeqTrainingArguments
+from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, processors
+from transformers import (
+    DataCollatorForSeq2Seq,
+    PreTrainedTokenizerFast,
+    Seq2SeqTrainer,
+    Seq2SeqTrainingArguments,
+)
 
 from modeling_vanilla import VanillaConfig, VanillaForConditionalGeneration, paper_generation_config
-from training.train import Seq2SeqCollator
 
-PAD, UNK, BOS, EOS = 0, 1, 2, 3
-DIGIT_OFFSET = 4  # digit d is token d + 4
+SPECIAL_TOKENS = ("<pad>", "<unk>", "<s>", "</s>")  # ids 0-3, as the joint BPE of training/ has them
 
 
-def encode(digits: str) -> list[int]:
-    return [int(d) + DIGIT_OFFSET for d in digits] + [EOS]
+def digit_tokenizer() -> PreTrainedTokenizerFast:
+    """One token per digit (ids 4-13) and `</s>` at the end of every sequence."""
+    vocabulary = {token: index for index, token in enumerate((*SPECIAL_TOKENS, *"0123456789"))}
+    backend = Tokenizer(models.WordLevel(vocabulary, unk_token="<unk>"))
+    backend.pre_tokenizer = pre_tokenizers.Split(Regex(r"\d"), behavior="isolated")
+    backend.post_processor = processors.TemplateProcessing(single="$A </s>", special_tokens=[("</s>", 3)])
+    backend.decoder = decoders.Fuse()
+    return PreTrainedTokenizerFast(
+        tokenizer_object=backend, pad_token="<pad>", unk_token="<unk>", bos_token="<s>", eos_token="</s>"
+    )
 
 
-def decode(ids: list[int]) -> str:
-    return "".join(str(i - DIGIT_OFFSET) for i in ids if i >= DIGIT_OFFSET)
-
-
-def make_examples(count: int, seed: int, min_length: int = 3, max_length: int = 8) -> list[dict]:
+def make_examples(
+    tokenizer: PreTrainedTokenizerFast, count: int, seed: int, min_length: int = 3, max_length: int = 8
+) -> list[dict]:
     """Random digit strings and their reversal, as token ids."""
     rng = random.Random(seed)
-    examples = []
-    for _ in range(count):
-        digits = "".join(rng.choice("0123456789") for _ in range(rng.randint(min_length, max_length)))
-        examples.append({"input_ids": encode(digits), "labels": encode(digits[::-1])})
-    return examples
+    strings = ["".join(rng.choices("0123456789", k=rng.randint(min_length, max_length))) for _ in range(count)]
+    encoded = tokenizer(strings, text_target=[digits[::-1] for digits in strings])
+    pairs = zip(encoded["input_ids"], encoded["labels"], strict=True)
+    return [{"input_ids": ids, "labels": labels} for ids, labels in pairs]
 
 
 def train(steps: int = 400, seed: int = 0, output_dir: str | None = None) -> VanillaForConditionalGeneration:
     """A 2+2-layer model trained with the paper's optimiser and schedule shape, and label smoothing 0.1."""
     torch.manual_seed(seed)
+    tokenizer = digit_tokenizer()
     config = VanillaConfig(
-        vocab_size=DIGIT_OFFSET + 10,
+        vocab_size=len(tokenizer),
         d_model=64,
         encoder_layers=2,
         decoder_layers=2,
@@ -75,36 +85,40 @@ def train(steps: int = 400, seed: int = 0, output_dir: str | None = None) -> Van
         trainer = Seq2SeqTrainer(
             model=model,
             args=args,
-            train_dataset=make_examples(steps * 64, seed=seed),
-            data_collator=Seq2SeqCollator(model, PAD),
+            train_dataset=make_examples(tokenizer, steps * 64, seed=seed),
+            data_collator=DataCollatorForSeq2Seq(tokenizer, model=model),
         )
         trainer.train()
     model.generation_config = paper_generation_config(config)  # decode as the paper does: beam 4, penalty 0.6
     return model.eval()
 
 
-def exact_match(model: VanillaForConditionalGeneration, examples: list[dict], num_beams: int = 4) -> float:
-    """Share of examples whose beam-search output equals the reversed string exactly."""
-    batch = Seq2SeqCollator(model, PAD)(examples)
+def exact_match(model: VanillaForConditionalGeneration, sources: list[str], num_beams: int = 4) -> float:
+    """Share of digit strings whose beam-search output is their exact reversal."""
+    tokenizer = digit_tokenizer()
     with torch.no_grad():
-        generated = model.generate(
-            input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], num_beams=num_beams
-        )
-    hits = sum(decode(out.tolist()) == decode(ex["labels"]) for out, ex in zip(generated, examples, strict=True))
-    return hits / len(examples)
+        generated = model.generate(**tokenizer(sources, return_tensors="pt", padding=True), num_beams=num_beams)
+    outputs = tokenizer.batch_decode(generated, skip_special_tokens=True)
+    return sum(output == source[::-1] for output, source in zip(outputs, sources, strict=True)) / len(sources)
+
+
+def unseen_strings(count: int = 200, seed: int = 12345) -> list[str]:
+    """Digit strings drawn apart from the training examples (another seed)."""
+    rng = random.Random(seed)
+    return ["".join(rng.choices("0123456789", k=rng.randint(3, 8))) for _ in range(count)]
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--steps", type=int, default=400)
     args = parser.parse_args()
-    model = train(args.steps)
-    test = make_examples(200, seed=12345)
-    print(f"beam-4 exact match on 200 unseen strings: {exact_match(model, test):.1%}")
-    for example in test[:3]:
-        source = torch.tensor([example["input_ids"]])
-        output = model.generate(input_ids=source, attention_mask=torch.ones_like(source))[0].tolist()
-        print(f"{decode(example['input_ids'])} -> {decode(output)}")
+    model, tokenizer = train(args.steps), digit_tokenizer()
+    test = unseen_strings()
+    print(f"beam-4 exact match on {len(test)} unseen strings: {exact_match(model, test):.1%}")
+    for source in test[:3]:
+        with torch.no_grad():
+            output = model.generate(**tokenizer(source, return_tensors="pt"))[0]
+        print(f"{source} -> {tokenizer.decode(output, skip_special_tokens=True)}")
 
 
 if __name__ == "__main__":

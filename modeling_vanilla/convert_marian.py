@@ -87,7 +87,8 @@ TOKENIZER_FILES = (
     "vocab.json",
     "target_vocab.json",
 )
-WEIGHT_FILES = ("config.json", "generation_config.json", "*.safetensors", "model.safetensors.index.json", "*.bin")
+WEIGHT_FILES = ("config.json", "generation_config.json", "*.safetensors", "model.safetensors.index.json")
+PICKLED_WEIGHT_FILES = ("pytorch_model.bin", "pytorch_model.bin.index.json", "pytorch_model-*.bin")
 
 
 def check_marian_config(config: PreTrainedConfig) -> None:
@@ -209,16 +210,27 @@ def copy_tokenizer_files(source: Path, destination: Path) -> list[str]:
     return copied
 
 
-def convert_marian_folder(source: str | Path, destination: str | Path) -> VanillaForConditionalGeneration:
+def convert_marian_folder(
+    source: str | Path, destination: str | Path, allow_pickle: bool = False
+) -> VanillaForConditionalGeneration:
     """Converts a saved Marian model (a folder or a Hub id) and saves it, with its tokenizer files, to `destination`.
 
-    The configuration is checked before any weight is read; a checkpoint that lacks weights is refused.
+    Weights are read from safetensors only, as everywhere in this package: a checkpoint whose only weights are a
+    pickled `pytorch_model.bin`, which can run code while loading, is refused unless `allow_pickle` says the caller
+    trusts it. The configuration is checked before any weight is read; a checkpoint that lacks weights is refused.
     """
     folder = Path(source)
     if not folder.is_dir():
-        folder = Path(snapshot_download(str(source), allow_patterns=[*WEIGHT_FILES, *TOKENIZER_FILES]))
+        patterns = [*WEIGHT_FILES, *TOKENIZER_FILES, *(PICKLED_WEIGHT_FILES if allow_pickle else ())]
+        folder = Path(snapshot_download(str(source), allow_patterns=patterns))
     check_marian_config(AutoConfig.from_pretrained(folder))
-    marian, loading = MarianMTModel.from_pretrained(folder, output_loading_info=True)
+    if not allow_pickle and not any(folder.glob("*.safetensors")):
+        raise ValueError(
+            f"{source} holds no safetensors weights; its pickled weights (pytorch_model.bin) can run code while "
+            "loading: convert them only if you trust their origin, with allow_pickle=True (--allow-pickle)"
+        )
+    use_safetensors = None if allow_pickle else True  # None: safetensors if present, else the pickle
+    marian, loading = MarianMTModel.from_pretrained(folder, output_loading_info=True, use_safetensors=use_safetensors)
     if loading["missing_keys"] or loading["mismatched_keys"]:
         raise ValueError(
             f"{source} is not a complete MarianMTModel: missing {sorted(loading['missing_keys'])}, "
@@ -238,8 +250,11 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("source", help="folder saved by MarianMTModel.save_pretrained, or a Hub id")
     parser.add_argument("destination", help="folder to write (model, generation config, tokenizer files)")
+    parser.add_argument(
+        "--allow-pickle", action="store_true", help="read pickled pytorch_model.bin weights (trusted sources only)"
+    )
     args = parser.parse_args(argv)
-    convert_marian_folder(args.source, args.destination)
+    convert_marian_folder(args.source, args.destination, allow_pickle=args.allow_pickle)
     print(f"converted {args.source} -> {args.destination}")
 
 

@@ -259,7 +259,6 @@ class VanillaDecoderLayer(GradientCheckpointingLayer):
         self.feed_forward_norm = nn.LayerNorm(config.d_model)
         self.dropout = nn.Dropout(config.dropout)
 
-    @deprecate_kwarg("past_key_values", "5.40.0", new_name="cache")
     def forward(
         self,
         hidden_states: torch.Tensor,
@@ -295,7 +294,6 @@ class VanillaPreTrainedModel(PreTrainedModel):
 
     config: VanillaConfig
     base_model_prefix = "model"
-    main_input_name = "input_ids"
     supports_gradient_checkpointing = True
     _no_split_modules = ["VanillaEncoderLayer", "VanillaDecoderLayer"]
     _supports_sdpa = True
@@ -611,25 +609,6 @@ def shift_tokens_right(labels: torch.Tensor, pad_token_id: int, decoder_start_to
     return shifted.masked_fill(shifted == -100, pad_token_id)
 
 
-def translation_loss(
-    logits: torch.Tensor, labels: torch.Tensor, num_items_in_batch: torch.Tensor | int | None = None
-) -> torch.Tensor:
-    """Cross-entropy over target tokens whose label is not -100.
-
-    Without `num_items_in_batch` it is the mean over this batch's tokens. The Trainer passes the number of target
-    tokens in the whole (accumulated, all-process) batch: the loss is then the sum divided by that number, so that
-    gradient accumulation and data parallelism give the gradient of the mean over the full batch.
-    """
-    labels = labels.to(logits.device)
-    flat_logits, flat_labels = logits.reshape(-1, logits.shape[-1]).float(), labels.reshape(-1)
-    if num_items_in_batch is None:
-        return F.cross_entropy(flat_logits, flat_labels, ignore_index=-100)
-    total = F.cross_entropy(flat_logits, flat_labels, ignore_index=-100, reduction="sum")
-    if torch.is_tensor(num_items_in_batch):
-        num_items_in_batch = num_items_in_batch.to(total.device)
-    return total / num_items_in_batch
-
-
 def paper_generation_config(config: VanillaConfig, base: GenerationConfig | None = None) -> GenerationConfig:
     """The paper's decoding (section 6.1) for a model with `config`'s token ids: beam size 4, length penalty 0.6,
     terminating early (`generate` adds the length limit, input length + 50). Settings of `base` (e.g. a Marian
@@ -663,6 +642,10 @@ class VanillaForConditionalGeneration(VanillaPreTrainedModel, GenerationMixin):
 
     def __init__(self, config: VanillaConfig):
         super().__init__(config)
+        # The labels are already aligned with the logits (the decoder reads them shifted right), so the loss is
+        # transformers' plain token cross-entropy: the name "...ForConditionalGeneration" would pick its causal-LM
+        # loss, which shifts the labels once more.
+        self.loss_type = "ForMaskedLM"
         self.model = VanillaModel(config)
         self.lm_head = nn.Linear(config.d_model, config.vocab_size, bias=False)
         if config.add_final_logits_bias:
@@ -701,7 +684,7 @@ class VanillaForConditionalGeneration(VanillaPreTrainedModel, GenerationMixin):
     ) -> Seq2SeqLMOutput:
         """Logits over the shared vocabulary for every target position; with `labels` (target ids, -100 to
         ignore) also the loss, and `decoder_input_ids` default to the labels shifted right."""
-        num_items_in_batch = kwargs.pop("num_items_in_batch", None)
+        num_items_in_batch = kwargs.pop("num_items_in_batch", None)  # the Trainer's token count of the whole batch
         if labels is not None:
             check_token_ids(labels, self.config.vocab_size, "labels", ignore_index=-100)
             use_cache = False
@@ -722,7 +705,9 @@ class VanillaForConditionalGeneration(VanillaPreTrainedModel, GenerationMixin):
         logits = self.lm_head(outputs.last_hidden_state)
         if self.config.add_final_logits_bias:
             logits = logits + self.final_logits_bias
-        loss = None if labels is None else translation_loss(logits, labels, num_items_in_batch)
+        loss = None
+        if labels is not None:
+            loss = self.loss_function(logits, labels, self.config.vocab_size, num_items_in_batch=num_items_in_batch)
         return Seq2SeqLMOutput(
             loss=loss,
             logits=logits,

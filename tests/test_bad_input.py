@@ -5,7 +5,7 @@ import torch
 
 from modeling_vanilla import VanillaConfig
 
-from tiny import TINY, padded_batch, tiny_model
+from helpers import TINY, padded_batch, tiny_model
 
 
 @pytest.mark.parametrize(

@@ -30,54 +30,8 @@ from modeling_vanilla.convert_marian import (
     main,
 )
 
+from helpers import EOS, OPUS_MT, PAD, opus_batch, opus_mt_like, padded_batch, tiny_model
 from hub_server import FakeHub
-from tiny import padded_batch, tiny_model
-
-# OPUS-MT conventions at tiny size: swish, scaled embeddings, one shared vocabulary whose last id is pad, eos = 0,
-# the decoder starting from pad.
-OPUS_MT = {
-    "vocab_size": 64,
-    "d_model": 32,
-    "encoder_layers": 2,
-    "decoder_layers": 2,
-    "encoder_attention_heads": 4,
-    "decoder_attention_heads": 4,
-    "encoder_ffn_dim": 64,
-    "decoder_ffn_dim": 64,
-    "activation_function": "swish",
-    "scale_embedding": True,
-    "max_position_embeddings": 128,
-    "pad_token_id": 63,
-    "decoder_start_token_id": 63,
-    "eos_token_id": 0,
-}
-PAD, EOS = 63, 0
-
-
-def opus_mt_like(seed: int = 0, std: float = 0.3, **overrides) -> MarianMTModel:
-    """A MarianMTModel in eval mode with every weight but the LayerNorms (kept at 1 and 0) and the sinusoidal tables
-    redrawn from N(0, std), and a random final logits bias, so that decoding differs from row to row."""
-    torch.manual_seed(seed)
-    model = MarianMTModel(MarianConfig(**{**OPUS_MT, **overrides})).eval()
-    with torch.no_grad():
-        for name, parameter in model.named_parameters():
-            if "embed_positions" not in name and "layer_norm" not in name:
-                parameter.normal_(0.0, std)
-        model.final_logits_bias.normal_(0.0, std)
-    return model
-
-
-def opus_batch(lengths: tuple[int, ...] = (9, 6, 3)) -> tuple[torch.Tensor, torch.Tensor]:
-    """Source ids (2..62, then eos 0) right-padded with pad 63, and the padding mask."""
-    generator = torch.Generator().manual_seed(0)
-    ids = torch.full((len(lengths), max(lengths)), PAD)
-    mask = torch.zeros_like(ids)
-    for row, length in enumerate(lengths):
-        ids[row, : length - 1] = torch.randint(2, PAD, (length - 1,), generator=generator)
-        ids[row, length - 1] = EOS
-        mask[row, :length] = 1
-    return ids, mask
-
 
 # One beam search setup for both models (the converted one otherwise decodes as the paper does, Marian as it is).
 BEAM = {
@@ -376,6 +330,20 @@ def test_models_that_cannot_be_represented_are_refused():
         convert_marian(MarianMTModel(MarianConfig(**{**OPUS_MT, **odd})))
     with pytest.raises(TypeError, match="expected a MarianMTModel, got VanillaForConditionalGeneration"):
         convert_marian(tiny_model())
+
+
+def test_pickled_weights_are_refused_unless_allowed(marian, reference, tmp_path):
+    source = tmp_path / "pickled"
+    marian.save_pretrained(source)
+    (source / "model.safetensors").unlink()
+    torch.save(marian.state_dict(), source / "pytorch_model.bin")
+    with pytest.raises(ValueError, match=r"holds no safetensors weights; its pickled weights .* \(--allow-pickle\)"):
+        convert_marian_folder(source, tmp_path / "refused")
+    assert not (tmp_path / "refused").exists()
+    main([str(source), str(tmp_path / "allowed"), "--allow-pickle"])
+    ids, mask = opus_batch()
+    converted = VanillaForConditionalGeneration.from_pretrained(tmp_path / "allowed")
+    assert torch.allclose(_logits(converted, ids, mask), reference[0], atol=1e-5)
 
 
 def test_folder_without_the_encoder_weights_is_refused(tmp_path):

@@ -11,8 +11,7 @@ from transformers import PreTrainedTokenizerFast
 from modeling_vanilla import VanillaForConditionalGeneration
 from modeling_vanilla.convert_marian import convert_marian
 
-from test_convert_marian import PAD, opus_batch, opus_mt_like
-from tiny import padded_batch, tiny_config, tiny_model
+from helpers import PAD, opus_batch, opus_mt_like, padded_batch, tiny_config, tiny_model
 
 ctranslate2 = pytest.importorskip("ctranslate2")
 from modeling_vanilla.export_ctranslate2 import export_ctranslate2, main  # noqa: E402

@@ -15,34 +15,26 @@ from safetensors.torch import load_file
 
 from training.checkpoints import CHECKSUMS, CorruptCheckpointError, verify_checkpoint
 
-from test_training import write_toy_corpus
+from helpers import free_port, toy_run_args, write_toy_corpus
 
 pytestmark = pytest.mark.slow
 
-MODEL = {"d_model": 64, "encoder_layers": 2, "decoder_layers": 2, "encoder_ffn_dim": 128, "decoder_ffn_dim": 128}
-RUN = [
-    "--model-config", json.dumps(MODEL),
-    "--vocab-size", "120",
-    "--max-tokens", "256",
-    "--max-steps", "40",
-    "--warmup-steps", "10",
-    "--lr-scale", "0.3",
-    "--eval-steps", "5",  # also logs the training loss every step
-    "--save-steps", "10",
-    "--average-last", "2",
-    "--bleu-sentences", "0",
-]  # fmt: skip
+RUN = {"max_tokens": 256, "max_steps": 40, "warmup_steps": 10, "lr_scale": 0.3, "save_steps": 10, "average_last": 2,
+       "eval_steps": 5, "bleu_sentences": 0}  # eval_steps 5: the training loss is logged at every step  # fmt: skip
 ENV = {**os.environ, "OMP_NUM_THREADS": "1"}
 
 
 @pytest.fixture(scope="module")
-def corpus(tmp_path_factory) -> list[str]:
-    files = write_toy_corpus(tmp_path_factory.mktemp("corpus"), {"train": 600, "validation": 20})
-    return ["--train-file", str(files["train"]), "--validation-file", str(files["validation"])]
+def corpus(tmp_path_factory) -> dict[str, Path]:
+    return write_toy_corpus(tmp_path_factory.mktemp("corpus"), {"train": 600, "validation": 20})
 
 
-def _train(output: Path, corpus: list[str], *extra: str) -> subprocess.Popen:
-    command = [sys.executable, "-m", "training.train", "--output-dir", str(output), *corpus, *RUN, *extra]
+def _run_args(output: Path, corpus: dict[str, Path], **options) -> list[str]:
+    return toy_run_args(corpus, output, **{**RUN, **options})
+
+
+def _train(output: Path, corpus: dict[str, Path], **options) -> subprocess.Popen:
+    command = [sys.executable, "-m", "training.train", *_run_args(output, corpus, **options)]
     return subprocess.Popen(command, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
 
 
@@ -71,7 +63,7 @@ def test_a_run_killed_mid_way_resumes_to_the_uninterrupted_result(tmp_path, corp
     assert not (interrupted / "final").exists(), "the run finished before it could be killed"
     for checkpoint in interrupted.glob("checkpoint-*"):
         verify_checkpoint(checkpoint)  # every checkpoint in place is complete
-    _finish(_train(interrupted, corpus, "--resume-from-checkpoint", "last"))
+    _finish(_train(interrupted, corpus, resume_from_checkpoint="last"))
 
     expected, resumed = (load_file(run / "final" / "model.safetensors") for run in (straight, interrupted))
     for name, tensor in expected.items():
@@ -87,7 +79,7 @@ def test_a_run_killed_mid_way_resumes_to_the_uninterrupted_result(tmp_path, corp
 
 def test_damaged_checkpoints_are_refused_by_name(tmp_path, corpus):
     run = tmp_path / "run"
-    _finish(_train(run, corpus, "--max-steps", "10", "--save-steps", "5"))
+    _finish(_train(run, corpus, max_steps=10, save_steps=5))
     checkpoint = run / "checkpoint-10"
     verify_checkpoint(checkpoint)
     weights = checkpoint / "model.safetensors"
@@ -102,11 +94,8 @@ def test_damaged_checkpoints_are_refused_by_name(tmp_path, corpus):
     (run / "checkpoint-5" / CHECKSUMS).unlink()
     with pytest.raises(CorruptCheckpointError, match="no checksums.json"):
         verify_checkpoint(run / "checkpoint-5")
-    done = subprocess.run(
-        [sys.executable, "-m", "training.train", "--output-dir", str(run), *corpus, *RUN,
-         "--resume-from-checkpoint", str(checkpoint)],
-        env=ENV, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+    resume = [sys.executable, "-m", "training.train", *_run_args(run, corpus, resume_from_checkpoint=checkpoint)]
+    done = subprocess.run(resume, env=ENV, capture_output=True, text=True, timeout=300)
     assert done.returncode != 0 and "CorruptCheckpointError" in done.stderr and "is truncated" in done.stderr
 
 
@@ -117,8 +106,8 @@ def _children(pid: int) -> list[int]:
 
 def test_a_data_parallel_job_losing_a_process_stops_with_an_error_and_resumes(tmp_path, corpus):
     run = tmp_path / "run"
-    command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", "29531",
-               "-m", "training.train", "--output-dir", str(run), *corpus, *RUN]  # fmt: skip
+    command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port",
+               str(free_port()), "-m", "training.train", *_run_args(run, corpus)]  # fmt: skip
     process = subprocess.Popen(command, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     _wait_for(run / "checkpoint-10", process)
     workers = _children(process.pid)
@@ -130,8 +119,8 @@ def test_a_data_parallel_job_losing_a_process_stops_with_an_error_and_resumes(tm
     assert process.returncode != 0
     assert "SIGKILL" in stderr or "Signal 9" in stderr or "exitcode  : -9" in stderr, stderr[-3000:]
     assert not (run / "final").exists()
-    resume = [sys.executable, "-m", "training.train", "--output-dir", str(run), *corpus, *RUN,
-              "--gradient-accumulation-steps", "2", "--resume-from-checkpoint", "last"]  # fmt: skip
+    options = {"gradient_accumulation_steps": 2, "resume_from_checkpoint": "last"}
+    resume = [sys.executable, "-m", "training.train", *_run_args(run, corpus, **options)]
     done = subprocess.run(resume, env=ENV, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     assert (run / "final" / "model.safetensors").is_file()

@@ -5,7 +5,7 @@ import torch
 
 from modeling_vanilla import VanillaConfig, VanillaForConditionalGeneration, VanillaModel
 
-from tiny import padded_batch, tiny_config, tiny_model
+from helpers import decode_step_by_step, padded_batch, tiny_config, tiny_model
 
 
 def _logits(model, ids, mask, decoder_ids, **kwargs):
@@ -48,20 +48,9 @@ def test_step_by_step_decoding_with_cache_equals_full_forward():
     decoder_ids = torch.randint(4, 64, (3, 8), generator=torch.Generator().manual_seed(3))
     full = _logits(model, ids, mask, decoder_ids)
     with torch.no_grad():
-        encoder_outputs = model.get_encoder()(input_ids=ids, attention_mask=mask)
-        cache, steps = None, []
-        for t in range(decoder_ids.shape[1]):
-            out = model(
-                encoder_outputs=encoder_outputs,
-                attention_mask=mask,
-                decoder_input_ids=decoder_ids[:, t : t + 1],
-                cache=cache,
-                use_cache=True,
-            )
-            cache = out.cache
-            steps.append(out.logits)
+        stepwise, cache = decode_step_by_step(model, ids, mask, decoder_ids)
     assert cache.get_seq_length() == decoder_ids.shape[1]
-    assert torch.allclose(torch.cat(steps, dim=1), full, atol=1e-5)
+    assert torch.allclose(stepwise, full, atol=1e-5)
 
 
 def test_cross_attention_keys_and_values_are_projected_once():

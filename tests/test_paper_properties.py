@@ -8,7 +8,7 @@ import torch
 import modeling_vanilla.modeling_vanilla as modeling
 from modeling_vanilla import VanillaConfig, VanillaForConditionalGeneration, sinusoidal_positional_encoding
 
-from tiny import padded_batch, tiny_model
+from helpers import padded_batch, tiny_model
 
 
 def test_positional_encoding_matches_the_formula_by_hand():

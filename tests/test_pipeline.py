@@ -17,7 +17,7 @@ from transformers import pipeline
 from modeling_vanilla import TranslationPipeline, VanillaConfig, VanillaForConditionalGeneration
 from training.tokenizer import train_joint_bpe
 
-from test_training import WORDS
+from helpers import toy_pairs
 
 IN_DOMAIN = ["one two three", "the big red house", "house", "two two one big the red three house big"]
 UNKNOWN = "hello world"  # words the model never saw: it translates them up to the length limit
@@ -29,10 +29,7 @@ def translator() -> tuple[VanillaForConditionalGeneration, object]:
     """A tiny model trained for a few seconds on the word-for-word toy task, and its tokenizer: it translates
     in-domain sentences and stops, which makes comparisons meaningful (random weights repeat one token)."""
     rng = random.Random(0)
-    pairs = []
-    for _ in range(300):
-        english = [rng.choice(list(WORDS)) for _ in range(rng.randint(1, 6))]
-        pairs.append((" ".join(english), " ".join(WORDS[w] for w in english)))
+    pairs = toy_pairs(rng, 300, min_words=1, max_words=6)
     tokenizer = train_joint_bpe([text for pair in pairs for text in pair], vocab_size=80, model_max_length=MAX_LENGTH)
     torch.manual_seed(0)
     config = VanillaConfig(

@@ -16,11 +16,11 @@ import torch
 from huggingface_hub import ModelCard
 from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
-from training.card import fill, render_card
+from training.card import fill_template, render_card
 from training.train import main
 
+from helpers import toy_run_args, write_toy_corpus
 from hub_server import FakeHub
-from test_training import write_toy_corpus
 
 REPO = "user/tiny-translator"
 ROOT = Path(__file__).resolve().parents[1]
@@ -43,26 +43,7 @@ def final(tmp_path_factory) -> Path:
     """The final/ folder of a real (tiny, ~15 s) training run, as tests/test_training.py runs one."""
     root = tmp_path_factory.mktemp("run")
     files = write_toy_corpus(root, {"train": 400, "validation": 40, "test": 30})
-    main(
-        [
-            "--output-dir", str(root / "run"),
-            "--train-file", str(files["train"]),
-            "--validation-file", str(files["validation"]),
-            "--test-file", str(files["test"]),
-            "--model-config", json.dumps({"d_model": 64, "encoder_layers": 2, "decoder_layers": 2,
-                                          "encoder_ffn_dim": 128, "decoder_ffn_dim": 128}),
-            "--vocab-size", "120",
-            "--max-tokens", "512",
-            "--max-steps", "150",
-            "--warmup-steps", "40",
-            "--lr-scale", "0.2",
-            "--eval-steps", "75",
-            "--save-steps", "40",
-            "--average-last", "3",
-            "--bleu-sentences", "20",
-            "--show", "0",
-        ]
-    )  # fmt: skip
+    main(toy_run_args(files, root / "run", show=0))
     return root / "run" / "final"
 
 
@@ -168,7 +149,7 @@ def test_an_incomplete_folder_or_template_is_an_error(final, tmp_path):
     with pytest.raises(FileNotFoundError, match="training_results.json"):
         render_card(tmp_path, model_id=REPO)
     with pytest.raises(ValueError, match=r"\$\{bleu_on_mars\}"):
-        fill("BLEU ${bleu} ${bleu_on_mars}", {"bleu": 30.1})
+        fill_template("BLEU ${bleu} ${bleu_on_mars}", {"bleu": 30.1})
 
 
 def test_the_built_in_corpus_is_described_with_its_provenance_and_licence(final, tmp_path):

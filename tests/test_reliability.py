@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from modeling_vanilla import VanillaConfig, VanillaForConditionalGeneration
 
-from tiny import padded_batch, tiny_model
+from helpers import decode_step_by_step, padded_batch, tiny_model
 
 
 @st.composite
@@ -61,19 +61,8 @@ def test_random_configs_and_inputs(case):
         changed[:, -1] = (changed[:, -1] + 1 - 4) % (config.vocab_size - 4) + 4
         causal = model(input_ids=ids, attention_mask=mask, decoder_input_ids=changed).logits
         assert torch.allclose(causal[:, :-1], logits[:, :-1], atol=1e-5)
-        encoder_outputs = model.get_encoder()(input_ids=ids, attention_mask=mask)
-        cache, steps = None, []
-        for t in range(target_length):
-            out = model(
-                encoder_outputs=encoder_outputs,
-                attention_mask=mask,
-                decoder_input_ids=decoder_ids[:, t : t + 1],
-                cache=cache,
-                use_cache=True,
-            )
-            cache = out.cache
-            steps.append(out.logits)
-        assert torch.allclose(torch.cat(steps, dim=1), logits, atol=1e-4)
+        stepwise, _ = decode_step_by_step(model, ids, mask, decoder_ids)
+        assert torch.allclose(stepwise, logits, atol=1e-4)
 
 
 @pytest.mark.parametrize("attn_implementation", ["eager", "sdpa"])

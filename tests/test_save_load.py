@@ -13,7 +13,7 @@ from transformers import AutoConfig, AutoModel, AutoModelForSeq2SeqLM
 
 from modeling_vanilla import VanillaConfig, VanillaForConditionalGeneration, VanillaModel
 
-from tiny import padded_batch, tiny_model
+from helpers import padded_batch, tiny_model
 
 
 def _assert_tied(model) -> None:

@@ -12,52 +12,40 @@ import datasets
 import pytest
 import torch
 from safetensors.torch import load_file
-from transformers import Seq2SeqTrainingArguments, set_seed
+from transformers import AutoTokenizer, DataCollatorForSeq2Seq, Seq2SeqTrainingArguments, set_seed
+from transformers.trainer_utils import sort_checkpoints
 
 from modeling_vanilla import VanillaConfig, VanillaForConditionalGeneration
-from training.average_checkpoints import average_checkpoints, checkpoints_in
+from training import recipe
+from training.average_checkpoints import average_checkpoints
 from training.batching import TokenBudgetBatchSampler
 from training.evaluation import corpus_bleu
 from training.tokenizer import train_joint_bpe
-from training.train import Seq2SeqCollator, TranslationTrainer, main
+from training.train import main
+from training.trainer import TranslationTrainer
 
-from tiny import tiny_model
-
-WORDS = {"one": "eins", "two": "zwei", "three": "drei", "house": "Haus", "the": "das", "big": "große", "red": "rote"}
-
-
-def write_toy_corpus(folder: Path, sizes: dict[str, int], seed: int = 0) -> dict[str, Path]:
-    """A word-for-word 'translation' task in the built-in corpus's JSONL layout."""
-    rng = random.Random(seed)
-    paths = {}
-    for split, size in sizes.items():
-        lines = []
-        for _ in range(size):
-            english = [rng.choice(list(WORDS)) for _ in range(rng.randint(2, 7))]
-            german = [WORDS[w] for w in english]
-            lines.append(json.dumps({"translation": {"en": " ".join(english), "de": " ".join(german)}}))
-        paths[split] = folder / f"{split}.jsonl"
-        paths[split].write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return paths
+from helpers import WORDS, free_port, tiny_model, toy_run_args, write_toy_corpus
 
 
 def toy_trainer(tmp_path: Path, warmup_steps: int = 100) -> TranslationTrainer:
     model = tiny_model()
+    tokenizer = train_joint_bpe([*WORDS, *WORDS.values()], vocab_size=64)
     args = Seq2SeqTrainingArguments(
         output_dir=str(tmp_path),
-        learning_rate=model.config.d_model**-0.5,
-        adam_beta1=0.9,
-        adam_beta2=0.98,
-        adam_epsilon=1e-9,
+        learning_rate=recipe.paper_learning_rate(model.config.d_model),
+        warmup_steps=warmup_steps,
+        adam_beta1=recipe.ADAM_BETA1,
+        adam_beta2=recipe.ADAM_BETA2,
+        adam_epsilon=recipe.ADAM_EPSILON,
         weight_decay=0.0,
         report_to="none",
     )
     return TranslationTrainer(
         model=model,
         args=args,
-        data_collator=Seq2SeqCollator(model, pad_token_id=0),
+        data_collator=DataCollatorForSeq2Seq(tokenizer, model=model),
+        processing_class=tokenizer,
         max_tokens=64,
-        warmup_steps=warmup_steps,
         bleu_sources=[],
         bleu_references=[],
     )
@@ -90,7 +78,8 @@ def test_token_budget_batches_stay_within_budget_and_cover_every_example_once():
     first = list(sampler)
     sampler.set_epoch(1)
     assert list(sampler) != first  # the batch order changes between epochs
-    assert sampler.padding_ratio() < 0.05  # similar lengths together: little padding
+    padded = sum(len(b) * max(lengths[i] for i in b) for b in first)
+    assert 1 - sum(lengths) / padded < 0.05  # similar lengths together: little padding
     with pytest.raises(ValueError, match="1 examples are longer than max_tokens=100"):
         TokenBudgetBatchSampler([5, 101, 7], max_tokens=100)
 
@@ -98,18 +87,19 @@ def test_token_budget_batches_stay_within_budget_and_cover_every_example_once():
 def test_trainer_batches_respect_the_token_budget(tmp_path):
     trainer = toy_trainer(tmp_path)
     rng = random.Random(1)
-    rows = {"input_ids": [], "labels": [], "source_length": [], "target_length": []}
+    rows = {"input_ids": [], "labels": [], "length": []}
     for _ in range(200):
         source = [rng.randint(4, 63) for _ in range(rng.randint(1, 20))]
         target = [rng.randint(4, 63) for _ in range(rng.randint(1, 20))]
         rows["input_ids"].append(source)
         rows["labels"].append(target)
-        rows["source_length"].append(len(source))
-        rows["target_length"].append(len(target))
+        rows["length"].append(max(len(source), len(target)))
     trainer.train_dataset = datasets.Dataset.from_dict(rows)
     seen = 0
     for batch in trainer.get_train_dataloader():
         assert batch["input_ids"].numel() <= 64 and batch["labels"].numel() <= 64
+        assert torch.equal(batch["attention_mask"], (batch["input_ids"] != 0).long())
+        assert torch.equal(batch["decoder_input_ids"][:, 1:], batch["labels"][:, :-1].clamp(min=0))
         seen += batch["input_ids"].shape[0]
     assert seen == 200
 
@@ -120,7 +110,7 @@ def test_averaging_checkpoints_is_the_mean_of_their_tensors(tmp_path):
         folder = tmp_path / f"checkpoint-{(seed + 1) * 10}"
         tiny_model(seed=seed).save_pretrained(folder)
         folders.append(folder)
-    assert checkpoints_in(tmp_path) == folders
+    assert sort_checkpoints(str(tmp_path)) == [str(f) for f in folders]
     averaged = average_checkpoints(folders)
     states = [load_file(f / "model.safetensors") for f in folders]
     for name, tensor in averaged.state_dict().items():
@@ -132,26 +122,7 @@ def test_averaging_checkpoints_is_the_mean_of_their_tensors(tmp_path):
 def test_a_whole_training_run_on_small_data(tmp_path):
     files = write_toy_corpus(tmp_path, {"train": 400, "validation": 40, "test": 30})
     run = tmp_path / "run"
-    results = main(
-        [
-            "--output-dir", str(run),
-            "--train-file", str(files["train"]),
-            "--validation-file", str(files["validation"]),
-            "--test-file", str(files["test"]),
-            "--model-config", json.dumps({"d_model": 64, "encoder_layers": 2, "decoder_layers": 2,
-                                          "encoder_ffn_dim": 128, "decoder_ffn_dim": 128}),
-            "--vocab-size", "120",
-            "--max-tokens", "512",
-            "--max-steps", "150",
-            "--warmup-steps", "40",
-            "--lr-scale", "0.2",
-            "--eval-steps", "75",
-            "--save-steps", "40",
-            "--average-last", "3",
-            "--bleu-sentences", "20",
-            "--show", "2",
-        ]
-    )  # fmt: skip
+    results = main(toy_run_args(files, run, show=2))
     final = run / "final"
     for name in (
         "model.safetensors",
@@ -168,9 +139,13 @@ def test_a_whole_training_run_on_small_data(tmp_path):
     assert (generation["num_beams"], generation["length_penalty"]) == (4, 0.6)
     assert "max_length" not in generation  # the Trainer's edits did not leak into the saved decoding setup
     assert results["test"]["bleu"] > 30  # a word-for-word task is learnt within 150 steps
+    assert (results["test"]["num_beams"], results["test"]["length_penalty"]) == (4, 0.6)
     assert results["test"]["signature"].startswith("nrefs:1|case:mixed|eff:no|tok:13a")
     logged = [e for e in results["log_history"] if "eval_bleu" in e]
     assert [e["step"] for e in logged] == [75, 150]
+    state = json.loads(max(run.glob("checkpoint-*/trainer_state.json")).read_text())
+    sentences_per_batch = state["train_batch_size"]  # the Trainer records the token budgets' mean batch size
+    assert 512 / 10 < sentences_per_batch < 512 / 3  # 512-token batches of 3 to 10-token sentences
 
 
 def test_local_bleu_module_equals_sacrebleu():
@@ -183,18 +158,6 @@ def test_local_bleu_module_equals_sacrebleu():
     assert "version:" in ours["signature"]
 
 
-DDP_ARGS = [
-    "--model-config", json.dumps({"d_model": 32, "encoder_layers": 1, "decoder_layers": 1, "encoder_ffn_dim": 64,
-                                  "decoder_ffn_dim": 64, "encoder_attention_heads": 4, "decoder_attention_heads": 4,
-                                  "dropout": 0.0}),
-    "--max-tokens", "200",
-    "--max-steps", "4",
-    "--warmup-steps", "2",
-    "--eval-steps", "1000",
-    "--save-steps", "1000",
-]  # fmt: skip
-
-
 @pytest.mark.slow
 def test_two_processes_give_the_weights_of_one_with_the_same_global_batch(tmp_path):
     files = write_toy_corpus(tmp_path, {"train": 300, "validation": 10})
@@ -202,29 +165,24 @@ def test_two_processes_give_the_weights_of_one_with_the_same_global_batch(tmp_pa
     train_joint_bpe([line for line in files["train"].read_text().splitlines()], vocab_size=100).save_pretrained(
         tokenizer_dir
     )
-    data = ["--train-file", str(files["train"]), "--validation-file", str(files["validation"])]
-    common = [*data, "--tokenizer", str(tokenizer_dir), *DDP_ARGS]
+    options = {"size": "tiny", "model_config": json.dumps({"encoder_layers": 1, "decoder_layers": 1, "dropout": 0.0}),
+               "max_tokens": 200, "max_steps": 4, "warmup_steps": 2, "eval_steps": 1000, "save_steps": 1000,
+               "tokenizer": tokenizer_dir}  # fmt: skip
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    one = tmp_path / "one"
-    subprocess.run(
-        [sys.executable, "-m", "training.train", "--output-dir", str(one), "--gradient-accumulation-steps", "2",
-         *common],
-        check=True, env=env, timeout=600, capture_output=True,
-    )  # fmt: skip
-    two = tmp_path / "two"
-    done = subprocess.run(
-        [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port", "29517",
-         "-m", "training.train", "--output-dir", str(two), "--gradient-accumulation-steps", "1", *common],
-        env=env, timeout=600, capture_output=True, text=True,
-    )  # fmt: skip
+    one, two = tmp_path / "one", tmp_path / "two"
+    single = toy_run_args(files, one, **options, gradient_accumulation_steps=2)
+    subprocess.run([sys.executable, "-m", "training.train", *single], check=True, env=env, timeout=600)
+    launcher = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port"]
+    parallel = [*launcher, str(free_port()), "-m", "training.train", *toy_run_args(files, two, **options)]
+    done = subprocess.run(parallel, env=env, timeout=600, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-3000:]
     assert json.loads((two / "final" / "training_results.json").read_text())["processes"] == 2
-    single = load_file(one / "final" / "model.safetensors")
-    parallel = load_file(two / "final" / "model.safetensors")
+    single_weights = load_file(one / "final" / "model.safetensors")
+    parallel_weights = load_file(two / "final" / "model.safetensors")
     set_seed(1)  # the run's seed: the weights both runs started from
     initial = VanillaForConditionalGeneration(VanillaConfig.from_pretrained(one / "final")).state_dict()
-    for name, tensor in single.items():
-        assert torch.allclose(tensor, parallel[name], atol=1e-5), name
+    for name, tensor in single_weights.items():
+        assert torch.allclose(tensor, parallel_weights[name], atol=1e-5), name
         assert not torch.allclose(tensor, initial[name], atol=1e-4), name  # and they did train
 
 
@@ -233,7 +191,7 @@ def test_bad_training_inputs_fail_clearly_and_write_nothing(tmp_path, capsys):
     data = ["--train-file", str(files["train"]), "--validation-file", str(files["validation"])]
     run = tmp_path / "run"
     with pytest.raises(ValueError, match="d_model=30 is not divisible by encoder_attention_heads=4"):
-        main(["--output-dir", str(run), *data, "--model-config", '{"d_model": 30}'])
+        main(["--output-dir", str(run), *data, "--model-config", '{"d_model": 30, "encoder_attention_heads": 4}'])
     assert not run.exists()
 
     broken = tmp_path / "broken.jsonl"
@@ -250,12 +208,24 @@ def test_bad_training_inputs_fail_clearly_and_write_nothing(tmp_path, capsys):
     with pytest.raises(ValueError, match=r"the tokenizer has \d+ tokens but the model's vocab_size is 64"):
         main(["--output-dir", str(run), *data, *mismatched])
     assert not run.exists()
+    for ignored in (["--vocab-size", "100"], ["--size", "tiny"], ["--model-config", '{"d_model": 64}']):
+        with pytest.raises(SystemExit):  # a new model's settings cannot apply to the model being fine-tuned
+            main(["--output-dir", str(run), *data, "--model-name-or-path", str(model_dir), *ignored])
+        assert "would be ignored" in capsys.readouterr().err
 
     gappy = tmp_path / "gappy.jsonl"
     gappy.write_text(files["train"].read_text().replace("\n", "\n\n", 3) + '{"translation": {"en": "", "de": "x"}}\n')
     main(["--output-dir", str(run), "--train-file", str(gappy), "--validation-file", str(files["validation"]),
-          "--max-steps", "1", "--vocab-size", "100", "--model-config", json.dumps({"d_model": 16, "encoder_layers": 1,
-          "decoder_layers": 1, "encoder_ffn_dim": 16, "decoder_ffn_dim": 16}), "--bleu-sentences", "0"])  # fmt: skip
+          "--max-steps", "1", "--vocab-size", "100", "--size", "tiny", "--bleu-sentences", "0"])  # fmt: skip
     printed = capsys.readouterr().out
     assert "gappy.jsonl: 3 blank lines skipped" in printed
     assert "train: 50 pairs kept, 1 with an empty side" in printed
+
+
+def test_a_tokenizer_left_in_the_run_folder_is_not_silently_reused(tmp_path):
+    """A new run trains its own tokenizer of --vocab-size tokens; only a resumed run reads the folder's."""
+    files = write_toy_corpus(tmp_path, {"train": 50, "validation": 5})
+    run = tmp_path / "run"
+    train_joint_bpe(WORDS.values(), vocab_size=40).save_pretrained(run)  # a stale tokenizer of another run
+    main(toy_run_args(files, run, max_steps=1, vocab_size=90, size="tiny", model_config="{}", bleu_sentences=0))
+    assert len(AutoTokenizer.from_pretrained(run)) > 40

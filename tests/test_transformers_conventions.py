@@ -13,7 +13,7 @@ from transformers import AutoConfig, AutoModelForSeq2SeqLM, GenerationConfig
 
 from modeling_vanilla import VanillaConfig, VanillaForConditionalGeneration, paper_generation_config
 
-from tiny import TINY, padded_batch, tiny_model
+from helpers import TINY, padded_batch, tiny_model
 
 # Keys that tooling writes into a config: transformers' own common tests set norm epsilons, quantization writes its
 # config, and a newer transformers may add a key of its own.

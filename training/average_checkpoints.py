@@ -5,22 +5,16 @@ python -m training.average_checkpoints --last 5 runs/base --output runs/base/ave
 """
 
 import argparse
-import re
 from pathlib import Path
 
 import torch
 from safetensors.torch import load_file
 from transformers import AutoModelForSeq2SeqLM, PreTrainedModel
+from transformers.trainer_utils import sort_checkpoints
 
 import modeling_vanilla  # noqa: F401  (registers the model with the Auto classes)
 
 WEIGHTS = "model.safetensors"
-
-
-def checkpoints_in(run_dir: str | Path) -> list[Path]:
-    """The `checkpoint-<step>` folders of a run, oldest first (by step number, not by name)."""
-    found = [p for p in Path(run_dir).glob("checkpoint-*") if re.fullmatch(r"checkpoint-\d+", p.name)]
-    return sorted(found, key=lambda p: int(p.name.split("-")[1]))
 
 
 def average_checkpoints(checkpoints: list[str | Path]) -> PreTrainedModel:
@@ -59,7 +53,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--last", type=int, help="average the last N checkpoints of the run folder")
     parser.add_argument("--output", required=True, help="folder for the averaged model")
     args = parser.parse_args(argv)
-    checkpoints = checkpoints_in(args.paths[0])[-args.last :] if args.last else [Path(p) for p in args.paths]
+    checkpoints = sort_checkpoints(args.paths[0])[-args.last :] if args.last else args.paths
     model = average_checkpoints(checkpoints)
     model.save_pretrained(args.output)
     print(f"averaged {len(checkpoints)} checkpoints into {args.output}: {', '.join(str(c) for c in checkpoints)}")

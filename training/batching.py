@@ -63,8 +63,3 @@ class TokenBudgetBatchSampler:
 
     def __len__(self) -> int:
         return len(self.batches)
-
-    def padding_ratio(self) -> float:
-        """Share of padded positions in all batches (what token-budget batching keeps small)."""
-        padded = sum(len(b) * max(self.lengths[i] for i in b) for b in self.batches)
-        return 1 - sum(self.lengths) / padded

@@ -45,7 +45,7 @@ def environment() -> dict[str, Any]:
     }
 
 
-def need(source: dict[str, Any], path: str, where: str) -> Any:
+def required_value(source: dict[str, Any], path: str, where: str) -> Any:
     """`source["a"]["b"]` for `path` "a.b"; ValueError naming `path` and `where` if it is missing or empty."""
     value: Any = source
     for key in path.split("."):
@@ -57,7 +57,7 @@ def need(source: dict[str, Any], path: str, where: str) -> Any:
 
 def data_description(results: dict[str, Any]) -> tuple[str, str, str]:
     """(YAML id, name, markdown paragraph) of the training data that `training.train` recorded in `results`."""
-    result = partial(need, results, where="training_results.json")
+    result = partial(required_value, results, where="training_results.json")
     source, target = result("languages.source"), result("languages.target")
     corpus = result("data.corpus")
     if corpus == "built-in":
@@ -95,14 +95,9 @@ def language_name(code: str) -> str:
     return LANGUAGE_NAMES.get(code, code)
 
 
-def card_values(
-    results: dict[str, Any], config: dict[str, Any], tokenizer_config: dict[str, Any], model_id: str
-) -> dict[str, Any]:
-    """Every `${name}` of the template, from the run's results, the model config and the tokenizer config."""
-    result = partial(need, results, where="training_results.json")
-    model = partial(need, config, where="config.json")
-    source, target = result("languages.source"), result("languages.target")
-    dataset_id, dataset_name, paragraph = data_description(results)
+def training_values(results: dict[str, Any]) -> dict[str, Any]:
+    """The card's values about the recipe, the hardware and the last logged losses and BLEU."""
+    result = partial(required_value, results, where="training_results.json")
     last = {}
     for key in ("loss", "eval_loss", "eval_bleu"):
         logged = [entry for entry in result("log_history") if key in entry]
@@ -113,46 +108,14 @@ def card_values(
     hardware = f"{processes} process(es) on {result('environment.cpu')}, {result('environment.cpu_count')} CPU cores"
     if results["environment"].get("gpu"):
         hardware += f", GPU {results['environment']['gpu']}"
-    examples = result("test.examples")
     tokens_per_step = result("recipe.max_tokens") * result("recipe.gradient_accumulation_steps") * processes
-    values = {
-        "model_id": model_id,
-        "title": f"Vanilla Transformer ({result('preset')}), {language_name(source)} to {language_name(target)}",
-        "source": source,
-        "target": target,
-        "source_name": language_name(source),
-        "target_name": language_name(target),
-        "dataset_id": dataset_id,
-        "dataset_name": dataset_name,
-        "data_description": paragraph,
-        "train_pairs": f"{result('data.train_pairs'):,}",
-        "validation_pairs": f"{result('data.validation_pairs'):,}",
-        "test_pairs": f"{result('data.test_pairs'):,}",
-        "bleu": result("test.bleu"),
-        "signature": result("test.signature"),
-        "test_sentences": result("test.sentences"),
-        "num_beams": result("test.num_beams"),
-        "length_penalty": result("test.length_penalty"),
-        "preset": result("preset"),
-        "d_model": model("d_model"),
-        "encoder_layers": model("encoder_layers"),
-        "decoder_layers": model("decoder_layers"),
-        "heads": model("encoder_attention_heads"),
-        "ffn_dim": model("encoder_ffn_dim"),
-        "dropout": model("dropout"),
-        "vocab_size": f"{model('vocab_size'):,}",
-        "parameters": f"{result('parameters'):,}",
-        "model_max_length": f"{need(tokenizer_config, 'model_max_length', 'tokenizer_config.json'):,}",
-        "lr_scale": result("recipe.lr_scale"),
-        "warmup_steps": result("recipe.warmup_steps"),
-        "max_tokens": result("recipe.max_tokens"),
-        "gradient_accumulation_steps": result("recipe.gradient_accumulation_steps"),
-        "processes": processes,
-        "tokens_per_step": f"{tokens_per_step:,}",
-        "max_steps": result("recipe.max_steps"),
-        "max_length": result("recipe.max_length"),
+    recipe = ("lr_scale", "warmup_steps", "max_tokens", "gradient_accumulation_steps", "max_steps", "max_length")
+    return {
+        **{name: result(f"recipe.{name}") for name in recipe},
         "averaged": result("recipe.average_last"),
         "bleu_sentences": result("recipe.bleu_sentences"),
+        "processes": processes,
+        "tokens_per_step": f"{tokens_per_step:,}",
         "hardware": hardware,
         "train_time": duration(result("train_seconds")),
         "total_time": duration(result("total_seconds")),
@@ -162,10 +125,53 @@ def card_values(
         "train_loss": last["loss"],
         "eval_loss": last["eval_loss"],
         "eval_bleu": last["eval_bleu"],
-        "examples": "\n".join(
-            "| " + " | ".join(cell(e[key]) for key in ("source", "translation", "reference")) + " |" for e in examples
-        ),
+    }
+
+
+def model_values(results: dict[str, Any], config: dict[str, Any], tokenizer_config: dict[str, Any]) -> dict[str, Any]:
+    """The card's values about the model's size, from config.json, tokenizer_config.json and the results."""
+    model = partial(required_value, config, where="config.json")
+    sizes = ("d_model", "encoder_layers", "decoder_layers", "dropout")
+    return {
+        **{name: model(name) for name in sizes},
+        "heads": model("encoder_attention_heads"),
+        "ffn_dim": model("encoder_ffn_dim"),
+        "vocab_size": f"{model('vocab_size'):,}",
+        "parameters": f"{required_value(results, 'parameters', 'training_results.json'):,}",
+        "model_max_length": f"{required_value(tokenizer_config, 'model_max_length', 'tokenizer_config.json'):,}",
+    }
+
+
+def card_values(
+    results: dict[str, Any], config: dict[str, Any], tokenizer_config: dict[str, Any], model_id: str
+) -> dict[str, Any]:
+    """Every `${name}` of the template, from the run's results, the model config and the tokenizer config."""
+    result = partial(required_value, results, where="training_results.json")
+    source, target = result("languages.source"), result("languages.target")
+    dataset_id, dataset_name, paragraph = data_description(results)
+    examples = result("test.examples")
+    columns = ("source", "translation", "reference")
+    values = {
+        "model_id": model_id,
+        "title": f"Vanilla Transformer ({result('preset')}), {language_name(source)} to {language_name(target)}",
+        "preset": result("preset"),
+        "source": source,
+        "target": target,
+        "source_name": language_name(source),
+        "target_name": language_name(target),
+        "dataset_id": dataset_id,
+        "dataset_name": dataset_name,
+        "data_description": paragraph,
+        **{f"{split}_pairs": f"{result(f'data.{split}_pairs'):,}" for split in ("train", "validation", "test")},
+        "bleu": result("test.bleu"),
+        "signature": result("test.signature"),
+        "test_sentences": result("test.sentences"),
+        "num_beams": result("test.num_beams"),
+        "length_penalty": result("test.length_penalty"),
+        "examples": "\n".join("| " + " | ".join(markdown_cell(e[c]) for c in columns) + " |" for e in examples),
         "example_source": repr(examples[0]["source"]),
+        **model_values(results, config, tokenizer_config),
+        **training_values(results),
     }
     for key in QUOTED:
         if any(char in str(values[key]) for char in '"\\\n'):
@@ -178,12 +184,12 @@ def duration(seconds: int) -> str:
     return f"{seconds} s ({seconds / 60:.1f} min)"
 
 
-def cell(text: str) -> str:
+def markdown_cell(text: str) -> str:
     """`text` as one markdown table cell."""
     return text.replace("|", "\\|").replace("\n", " ")
 
 
-def fill(template: str, values: dict[str, Any]) -> str:
+def fill_template(template: str, values: dict[str, Any]) -> str:
     """`template` with every `${name}` replaced; ValueError naming a placeholder that has no value."""
     try:
         return string.Template(template).substitute(values)
@@ -201,4 +207,4 @@ def render_card(folder: str | Path, model_id: str) -> str:
             raise FileNotFoundError(f"the model card needs {folder / name}")
         files[name] = json.loads((folder / name).read_text())
     values = card_values(files["training_results.json"], files["config.json"], files["tokenizer_config.json"], model_id)
-    return fill(TEMPLATE.read_text(), values)
+    return fill_template(TEMPLATE.read_text(), values)

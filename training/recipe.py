@@ -1,0 +1,81 @@
+"""The paper's training recipe (section 5) and this project's named recipes. Every constant of the recipe has its
+home here; the rest of `training/` imports it. (The paper's decoding, section 6.1, lives with the model:
+`modeling_vanilla.paper_generation_config`; its model sizes, Table 3, in `modeling_vanilla.PRESETS`.)"""
+
+import dataclasses
+
+# Section 5.3: Adam with beta1 = 0.9, beta2 = 0.98, epsilon = 1e-9, and warmup_steps = 4000 in equation 3.
+ADAM_BETA1 = 0.9
+ADAM_BETA2 = 0.98
+ADAM_EPSILON = 1e-9
+WARMUP_STEPS = 4000
+# Section 5.4: label smoothing of value 0.1.
+LABEL_SMOOTHING = 0.1
+
+
+def paper_learning_rate(d_model: int, scale: float = 1.0) -> float:
+    """The factor d_model^-0.5 of equation 3 (times `scale`); the schedule supplies min(step^-0.5, ...)."""
+    return scale * d_model**-0.5
+
+
+@dataclasses.dataclass(frozen=True)
+class Recipe:
+    """What a training run needs besides data: a model size of `modeling_vanilla.PRESETS` and the schedule of
+    section 5."""
+
+    size: str
+    vocab_size: int
+    max_tokens: int  # per device and step, padding included (fairseq's --max-tokens)
+    gradient_accumulation_steps: int
+    warmup_steps: int
+    max_steps: int
+    eval_steps: int
+    save_steps: int
+    average_last: int  # checkpoints averaged at the end (section 6.1: 5 for base, 20 for big)
+    lr_scale: float = 1.0  # multiplies equation 3's learning rate
+    max_length: int = 256  # longest example kept, in tokens (longer ones are counted and left out)
+    bleu_sentences: int = 200  # validation sentences translated (greedy) at each evaluation
+
+
+RECIPES = {
+    # Small enough to learn something in about 10 minutes on 2 CPU cores: the "demo" size (d_model 128), a 4,000-token
+    # vocabulary and the shortest verses (up to 40 tokens), about 900 steps of 2k tokens.
+    "demo": Recipe(
+        size="demo",
+        vocab_size=4000,
+        max_tokens=2048,
+        gradient_accumulation_steps=1,
+        warmup_steps=150,
+        max_steps=900,
+        eval_steps=150,
+        save_steps=30,
+        average_last=5,
+        lr_scale=0.5,
+        max_length=40,
+        bleu_sentences=100,
+    ),
+    # The paper's base model (Table 3) with ~25k target tokens per step (section 5.1; 4096 x 6 accumulated on one
+    # device: divide gradient_accumulation_steps by the number of processes).
+    "base": Recipe(
+        size="base",
+        vocab_size=37000,
+        max_tokens=4096,
+        gradient_accumulation_steps=6,
+        warmup_steps=WARMUP_STEPS,
+        max_steps=100_000,
+        eval_steps=2000,
+        save_steps=2000,
+        average_last=5,
+    ),
+    "big": Recipe(
+        size="big",
+        vocab_size=37000,
+        max_tokens=4096,
+        gradient_accumulation_steps=6,
+        warmup_steps=WARMUP_STEPS,
+        max_steps=300_000,
+        eval_steps=5000,
+        save_steps=5000,
+        average_last=20,
+    ),
+}

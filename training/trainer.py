@@ -1,0 +1,85 @@
+"""`Seq2SeqTrainer` with what the paper's recipe needs and transformers does not provide: batches of sentences of
+similar length up to a token budget (section 5.1), the learning rate of equation 3 exactly, BLEU at each
+evaluation, and checkpoints that are either complete or absent."""
+
+from pathlib import Path
+
+import datasets
+import torch
+from torch.optim.lr_scheduler import LambdaLR
+from torch.utils.data import DataLoader
+from transformers import Seq2SeqTrainer
+from transformers.trainer_utils import rotate_checkpoints
+
+from . import checkpoints
+from .batching import TokenBudgetBatchSampler
+from .evaluation import corpus_bleu, translate
+from .preprocess import LENGTH, lengths
+
+
+def paper_schedule(optimizer: torch.optim.Optimizer, warmup_steps: int) -> LambdaLR:
+    """Equation 3: lrate = d_model^-0.5 * min(step^-0.5, step * warmup^-1.5), for optimizer steps 1, 2, ...
+
+    The optimizer's learning rate must be d_model^-0.5 (times a scale); LambdaLR counts from 0, hence step + 1.
+    """
+    return LambdaLR(optimizer, lambda index: min((index + 1) ** -0.5, (index + 1) * warmup_steps**-1.5))
+
+
+class TranslationTrainer(Seq2SeqTrainer):
+    """`Seq2SeqTrainer` with token-budget batches, the paper's schedule, greedy BLEU on `bleu_sources` at each
+    evaluation, and atomic checkpoints."""
+
+    def __init__(self, *args, max_tokens: int, bleu_sources: list[str], bleu_references: list[str], **kwargs):
+        super().__init__(*args, **kwargs)
+        self.max_tokens = max_tokens
+        self.bleu_sources = bleu_sources
+        self.bleu_references = bleu_references
+
+    def _token_batches(self, dataset: datasets.Dataset, shuffle: bool) -> DataLoader:
+        """transformers' samplers put a fixed number of sentences in a batch; the paper fixes the tokens."""
+        sampler = TokenBudgetBatchSampler(lengths(dataset), self.max_tokens, seed=self.args.seed, shuffle=shuffle)
+        loader = DataLoader(dataset.remove_columns(LENGTH), batch_sampler=sampler, collate_fn=self.data_collator)
+        return self.accelerator.prepare(loader)
+
+    def get_train_dataloader(self) -> DataLoader:
+        return self._token_batches(self.train_dataset, shuffle=True)
+
+    def get_eval_dataloader(self, eval_dataset: datasets.Dataset | None = None) -> DataLoader:
+        return self._token_batches(eval_dataset if eval_dataset is not None else self.eval_dataset, shuffle=False)
+
+    def create_scheduler(self, num_training_steps: int, optimizer: torch.optim.Optimizer | None = None) -> LambdaLR:
+        """Equation 3 with `args.warmup_steps`. (transformers' "inverse_sqrt" counts steps from 0: it gives the first
+        update a learning rate of 0 and every later one the rate of the step before.)"""
+        if self.lr_scheduler is None:
+            self.lr_scheduler = paper_schedule(optimizer or self.optimizer, self.args.warmup_steps)
+        return self.lr_scheduler
+
+    def _save_checkpoint(self, model, trial) -> None:
+        """transformers' checkpoint, written under `.staging/`, checksummed, then renamed into place (see
+        `training.checkpoints`). transformers writes a checkpoint file by file in place, and no public hook can make
+        that write atomic: a run killed while saving would leave a half-written checkpoint."""
+        run_dir = Path(self._get_output_dir(trial))
+        name = f"checkpoint-{self.state.global_step}"
+        output_dir, limit = self.args.output_dir, self.args.save_total_limit
+        self.args.output_dir, self.args.save_total_limit = str(run_dir / checkpoints.STAGING), None
+        try:
+            super()._save_checkpoint(model, trial)
+        finally:
+            self.args.output_dir, self.args.save_total_limit = output_dir, limit
+        self.accelerator.wait_for_everyone()  # every process has written its part (e.g. its RNG state)
+        if self.args.should_save:
+            checkpoints.write_checksums(run_dir / checkpoints.STAGING / name)
+            checkpoints.commit(run_dir / checkpoints.STAGING / name, run_dir / name)
+            rotate_checkpoints(output_dir=str(run_dir), save_total_limit=limit, use_mtime=False)
+        self.accelerator.wait_for_everyone()
+
+    def evaluate(self, eval_dataset=None, ignore_keys=None, metric_key_prefix: str = "eval", **gen_kwargs) -> dict:
+        """Validation loss, then greedy BLEU on a fixed sample of validation sentences (logged as eval_bleu)."""
+        metrics = super().evaluate(eval_dataset, ignore_keys, metric_key_prefix)
+        if self.bleu_sources:
+            model = self.accelerator.unwrap_model(self.model)
+            predictions = translate(model, self.processing_class, self.bleu_sources, num_beams=1, progress=False)
+            bleu = corpus_bleu(predictions, self.bleu_references)["score"]
+            metrics[f"{metric_key_prefix}_bleu"] = bleu
+            self.log({f"{metric_key_prefix}_bleu": bleu})
+        return metrics
