@@ -100,6 +100,27 @@ def sinusoidal_positional_encoding(positions: torch.Tensor, d_model: int, layout
     return encoding.to(torch.float32)
 
 
+class SinusoidalPositionalEncoding(nn.Module):
+    """PE of section 3.5 for positions `start .. start + length - 1`, read from a table of the formula that is computed
+    once, on the CPU in float64, and grown when a longer sequence comes: decoding does not recompute sines step by
+    step. The table is neither a parameter nor a buffer (nothing to learn, save or load), so it is made where it is
+    first used, on that device."""
+
+    def __init__(self, d_model: int, layout: str):
+        super().__init__()
+        self.d_model = d_model
+        self.layout = layout
+        self.table = torch.empty(0, d_model)
+
+    def forward(self, start: int, length: int, like: torch.Tensor) -> torch.Tensor:
+        end = start + length
+        if self.table.shape[0] < end or self.table.device != like.device:
+            rows = max(end, 2 * self.table.shape[0], 64)
+            encoding = sinusoidal_positional_encoding(torch.arange(rows), self.d_model, self.layout)
+            self.table = encoding.to(like.device)
+        return self.table[start:end].to(like.dtype)
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # 3.2 Attention
 # ---------------------------------------------------------------------------------------------------------------
@@ -356,15 +377,18 @@ def check_token_ids(ids: torch.Tensor, vocab_size: int, name: str, ignore_index:
         raise ValueError(f"{name} holds ids outside the vocabulary [0, {vocab_size}): {bad}")
 
 
-def check_attention_mask(mask: torch.Tensor | None, expected: tuple[int, int], name: str) -> None:
-    """Raises a ValueError naming `name` unless the 2-D padding mask has shape `expected` (batch, length)."""
+def check_attention_mask(
+    mask: torch.Tensor | None, expected: tuple[int, int], name: str, check_values: bool = True
+) -> None:
+    """Raises a ValueError naming `name` unless the 2-D padding mask has shape `expected` (batch, length) and, if
+    `check_values` (it reads the mask, which on a GPU waits for it), holds only 0 and 1."""
     if mask is None or mask.dim() == 4:  # a prepared 4-D mask is passed through untouched, as transformers does
         return
     if tuple(mask.shape) != expected:
         raise ValueError(f"{name} has shape {tuple(mask.shape)}, expected (batch, length) = {expected}")
     if mask.is_complex():
         raise ValueError(f"{name} must be bool, integer or float 0/1, got dtype {mask.dtype}")
-    if mask.is_floating_point() and not is_torchdynamo_compiling():
+    if check_values and mask.is_floating_point() and not is_torchdynamo_compiling():
         if not ((mask == 0) | (mask == 1)).all():
             raise ValueError(f"{name} must hold 0 (padding) and 1 (token), got other values")
 
@@ -376,6 +400,7 @@ class VanillaStack(VanillaPreTrainedModel):
         super().__init__(config)
         self.embed_tokens = nn.Embedding(config.vocab_size, config.d_model)
         self.embed_scale = math.sqrt(config.d_model) if config.scale_embedding else 1.0
+        self.positional_encoding = SinusoidalPositionalEncoding(config.d_model, config.positional_encoding_layout)
         self.dropout = nn.Dropout(config.dropout)
 
     def get_input_embeddings(self) -> nn.Embedding:
@@ -397,7 +422,8 @@ class VanillaStack(VanillaPreTrainedModel):
         if input_ids is not None:
             if input_ids.dim() != 2:
                 raise ValueError(f"{name} must be (batch, length), got shape {tuple(input_ids.shape)}")
-            check_token_ids(input_ids, self.config.vocab_size, name)
+            if past_length == 0:  # ids that continue a cached decoding come from generate, which checked its inputs
+                check_token_ids(input_ids, self.config.vocab_size, name)
             inputs_embeds = self.embed_tokens(input_ids)
         elif inputs_embeds.dim() != 3 or inputs_embeds.shape[-1] != self.config.d_model:
             raise ValueError(
@@ -406,10 +432,7 @@ class VanillaStack(VanillaPreTrainedModel):
             )
         if 0 in inputs_embeds.shape[:2]:
             raise ValueError(f"{name} is empty: shape {tuple(inputs_embeds.shape[:2])} has no batch or no tokens")
-        positions = torch.arange(past_length, past_length + inputs_embeds.shape[1], device=inputs_embeds.device)
-        encoding = sinusoidal_positional_encoding(
-            positions, self.config.d_model, self.config.positional_encoding_layout
-        ).to(inputs_embeds.dtype)
+        encoding = self.positional_encoding(past_length, inputs_embeds.shape[1], like=inputs_embeds)
         return self.dropout(inputs_embeds * self.embed_scale + encoding)
 
 
@@ -487,10 +510,10 @@ class VanillaDecoder(VanillaStack):
 
         hidden_states = self.embed(input_ids, inputs_embeds, past_length, name="decoder_input_ids")
         batch_size, length = hidden_states.shape[:2]
-        check_attention_mask(attention_mask, (batch_size, past_length + length), "decoder_attention_mask")
-        check_attention_mask(
-            encoder_attention_mask, tuple(encoder_hidden_states.shape[:2]), "attention_mask (source padding)"
-        )
+        first_step = past_length == 0  # later steps of a cached decoding read masks already checked
+        check_attention_mask(attention_mask, (batch_size, past_length + length), "decoder_attention_mask", first_step)
+        source_shape = tuple(encoder_hidden_states.shape[:2])
+        check_attention_mask(encoder_attention_mask, source_shape, "attention_mask (source padding)", first_step)
         self_attention_mask = create_causal_mask(
             config=self.config,
             inputs_embeds=hidden_states,
