@@ -6,45 +6,16 @@ recipe, steps and seed, and print the test BLEU of both (with the sacreBLEU sign
 
 MarianMTModel is configured as the same architecture: post-LN, ReLU, embeddings scaled by sqrt(d_model), one
 shared vocabulary tied three ways, sinusoidal positions (Marian's sin-then-cos layout), same special tokens.
-What stays different is each implementation's own weight initialisation.
+What stays different is each implementation's own weight initialisation. (`marian_like` is in systems.py; the
+training code is `training/`, which the project installs as the package `vanilla_training`.)
 """
 
 import argparse
 import json
 from pathlib import Path
 
-from transformers import MarianConfig, MarianMTModel
-
-from modeling_vanilla import VanillaConfig
-from training.train import main as train
-
-
-def marian_like(config: VanillaConfig) -> MarianMTModel:
-    """A MarianMTModel with the dimensions and token ids of `config`."""
-    marian = MarianConfig(
-        vocab_size=config.vocab_size,
-        d_model=config.d_model,
-        encoder_layers=config.encoder_layers,
-        decoder_layers=config.decoder_layers,
-        encoder_attention_heads=config.encoder_attention_heads,
-        decoder_attention_heads=config.decoder_attention_heads,
-        encoder_ffn_dim=config.encoder_ffn_dim,
-        decoder_ffn_dim=config.decoder_ffn_dim,
-        activation_function=config.activation_function,
-        dropout=config.dropout,
-        attention_dropout=config.attention_dropout,
-        activation_dropout=config.activation_dropout,
-        scale_embedding=config.scale_embedding,
-        share_encoder_decoder_embeddings=True,
-        tie_word_embeddings=True,
-        max_position_embeddings=config.max_position_embeddings,
-        pad_token_id=config.pad_token_id,
-        bos_token_id=config.bos_token_id,
-        eos_token_id=config.eos_token_id,
-        forced_eos_token_id=None,
-        decoder_start_token_id=config.decoder_start_token_id,
-    )
-    return MarianMTModel(marian)
+from systems import marian_like
+from vanilla_training.train import main as train
 
 
 def main() -> None:

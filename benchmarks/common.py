@@ -1,13 +1,12 @@
-"""What the speed benchmarks share: model sizes, the three systems, FLOP counts, memory probes, fresh-process
-workers, statistics, the machine line and markdown tables.
+"""What the speed benchmarks share: the run skeleton, fresh-process workers, FLOP counts, memory probes, timing,
+statistics, the machine line, markdown tables and command-line flags. The systems compared are in systems.py.
 
-Systems, all the same architecture (post-LN, ReLU, embeddings scaled by sqrt(d_model), one shared vocabulary tied
-three ways, sinusoidal positions):
-- "ours": `VanillaForConditionalGeneration`;
-- "marian": transformers' `MarianMTModel`, configured by `bleu_vs_marian.marian_like`;
-- "torch": `torch.nn.Transformer` with the same embedding, positional encoding and tied output layer
-  (`TorchTransformer`; its encoder and decoder stacks have no final LayerNorm, and its attention-weight and
-  FFN-inner dropout are set to ours, so that it computes the same function).
+Run skeleton (`Plan`, `execute`, `publish`): a benchmark names its groups (the labels of a table row, e.g. a size),
+its systems and its worker; `execute` runs the same-function checks (one fresh process each; the run stops unless
+they pass), then every group for every system, one fresh worker process per measurement, interleaved (A B C A B C
+...) over the rounds, each round opened by a matmul peak measurement when the benchmark reports MFU; it summarises
+each group and system by median, min and max over the rounds. `publish` prints the report (machine line, the
+benchmark's own sections, the checks) and writes the JSON.
 
 Worker protocol: the parent runs `python SCRIPT --worker TASK_JSON OUT_PATH` for every measurement, so that each
 one starts from a fresh process (no allocator, cache or warm-up state shared with the others). The worker sets the
@@ -34,11 +33,14 @@ over t target positions, and projects the encoder output to cross-attention keys
 
     per hypothesis  N_d * (n (12 d^2 + 4 d f + 4 S d) + 2 d n (n + 1) + 4 S d^2) + 2 n d V
 
-MFU is model FLOP/s (these counts divided by the measured time) divided by the machine's fp32 peak, measured in
-the same run as the best `torch.mm` of two n x n fp32 matrices (2 n^3 FLOP) at the same thread count.
+MFU is model FLOP/s (these counts divided by the measured time) divided by the machine's peak, measured in the same
+run as the best `torch.mm` of two n x n matrices (2 n^3 FLOP) at the same thread count (fp32 on the CPU; the GPU
+check measures bf16).
 """
 
 import argparse
+import contextlib
+import dataclasses
 import gc
 import json
 import math
@@ -56,222 +58,21 @@ from typing import Any
 
 import torch
 import transformers
-from bleu_vs_marian import marian_like
-from torch import nn
-from torch.nn import functional as F
-from transformers.modeling_outputs import Seq2SeqLMOutput
+from systems import check_line, describe_size, require_same_function
 
-from modeling_vanilla import VanillaConfig, VanillaForConditionalGeneration
-from modeling_vanilla.convert_marian import convert_marian
-from modeling_vanilla.modeling_vanilla import shift_tokens_right, sinusoidal_positional_encoding
+from modeling_vanilla import PRESETS, VanillaConfig
 
-# "tiny" is for smoke tests; "small" is a quick look; "base" is the paper's base model (Table 3).
-SIZES: dict[str, dict[str, int]] = {
-    "tiny": {"d_model": 64, "layers": 1, "heads": 2, "ffn": 256},
-    "small": {"d_model": 256, "layers": 3, "heads": 4, "ffn": 1024},
-    "base": {"d_model": 512, "layers": 6, "heads": 8, "ffn": 2048},
-}
-SYSTEM_NAMES = {"ours": "ours", "marian": "MarianMTModel", "torch": "nn.Transformer"}
+Handler = Callable[[dict[str, Any]], dict[str, Any]]
+# A table column: its header and the cell it shows for one system's summary (see `summarize`).
+Column = tuple[str, Callable[[dict[str, Any]], str]]
+DTYPE_NAMES = {"float32": "fp32", "bfloat16": "bf16"}
+# What the throughput workers (training steps, generate calls) report and `throughput_columns` shows.
+THROUGHPUT_FIELDS = ("tokens_per_second", "seconds", "flops_per_second", "peak_mib", "delta_mib")
 
 
-def vanilla_config(size: str, vocab_size: int, max_positions: int = 1024) -> VanillaConfig:
-    """The configuration of a size in `SIZES` (dropout 0.1, as the paper's base model)."""
-    shape = SIZES[size]
-    return VanillaConfig(
-        vocab_size=vocab_size,
-        d_model=shape["d_model"],
-        encoder_layers=shape["layers"],
-        decoder_layers=shape["layers"],
-        encoder_attention_heads=shape["heads"],
-        decoder_attention_heads=shape["heads"],
-        encoder_ffn_dim=shape["ffn"],
-        decoder_ffn_dim=shape["ffn"],
-        dropout=0.1,
-        max_position_embeddings=max_positions,
-    )
-
-
-def describe_size(size: str) -> str:
-    """E.g. "base (d 512, 6+6 layers, 8 heads, ffn 2048)"."""
-    shape = SIZES[size]
-    return (
-        f"{size} (d {shape['d_model']}, {shape['layers']}+{shape['layers']} layers, {shape['heads']} heads, "
-        f"ffn {shape['ffn']})"
-    )
-
-
-class TorchTransformer(nn.Module):
-    """`torch.nn.Transformer` between the paper's input layer (shared embedding x sqrt(d_model) + sinusoidal
-    positions, then dropout) and its output layer (the embedding matrix), configured to compute what
-    `VanillaForConditionalGeneration` computes for the same `config`; `load_vanilla` copies a model's weights."""
-
-    def __init__(self, config: VanillaConfig):
-        super().__init__()
-        self.config = config
-        self.embedding = nn.Embedding(config.vocab_size, config.d_model)
-        self.scale = math.sqrt(config.d_model) if config.scale_embedding else 1.0
-        self.dropout = nn.Dropout(config.dropout)
-        layer_options = {"dropout": config.dropout, "activation": config.activation_function, "batch_first": True}
-        encoder_layer = nn.TransformerEncoderLayer(
-            config.d_model, config.encoder_attention_heads, config.encoder_ffn_dim, **layer_options
-        )
-        decoder_layer = nn.TransformerDecoderLayer(
-            config.d_model, config.decoder_attention_heads, config.decoder_ffn_dim, **layer_options
-        )
-        # nn.Transformer's layers drop attention weights and the FFN's inner activations with `dropout`; ours
-        # use `attention_dropout` and `activation_dropout` there (0 by default).
-        encoder_layer.self_attn.dropout = decoder_layer.self_attn.dropout = config.attention_dropout
-        decoder_layer.multihead_attn.dropout = config.attention_dropout
-        encoder_layer.dropout = nn.Dropout(config.activation_dropout)
-        decoder_layer.dropout = nn.Dropout(config.activation_dropout)
-        self.transformer = nn.Transformer(
-            config.d_model,
-            config.encoder_attention_heads,
-            custom_encoder=nn.TransformerEncoder(encoder_layer, config.encoder_layers, enable_nested_tensor=False),
-            custom_decoder=nn.TransformerDecoder(decoder_layer, config.decoder_layers),
-            batch_first=True,
-        )
-        nn.init.normal_(self.embedding.weight, 0.0, config.d_model**-0.5)
-
-    def embed(self, ids: torch.Tensor) -> torch.Tensor:
-        positions = torch.arange(ids.shape[1], device=ids.device)
-        encoding = sinusoidal_positional_encoding(
-            positions, self.config.d_model, self.config.positional_encoding_layout
-        )
-        return self.dropout(self.embedding(ids) * self.scale + encoding)
-
-    def forward(
-        self,
-        input_ids: torch.Tensor,
-        attention_mask: torch.Tensor | None = None,
-        decoder_input_ids: torch.Tensor | None = None,
-        labels: torch.Tensor | None = None,
-    ) -> Seq2SeqLMOutput:
-        """Logits (and, with `labels`, the mean cross-entropy) as `VanillaForConditionalGeneration` returns them.
-        A mask without padding is dropped, as transformers does, so that the kernels may skip masking."""
-        if decoder_input_ids is None:
-            decoder_input_ids = shift_tokens_right(labels, self.config.pad_token_id, self.config.decoder_start_token_id)
-        padding = None if attention_mask is None or bool(attention_mask.all()) else attention_mask == 0
-        target_length = decoder_input_ids.shape[1]
-        causal = nn.Transformer.generate_square_subsequent_mask(target_length, device=input_ids.device)
-        hidden = self.transformer(
-            self.embed(input_ids),
-            self.embed(decoder_input_ids),
-            tgt_mask=causal,
-            tgt_is_causal=True,
-            src_key_padding_mask=padding,
-            memory_key_padding_mask=padding,
-        )
-        logits = F.linear(hidden, self.embedding.weight)
-        loss = None
-        if labels is not None:
-            loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), labels.reshape(-1), ignore_index=-100)
-        return Seq2SeqLMOutput(loss=loss, logits=logits)
-
-    def load_vanilla(self, vanilla: VanillaForConditionalGeneration) -> None:
-        """Copies the weights of `vanilla` (whose config this module was built with)."""
-        source = vanilla.state_dict()
-        target = {"embedding.weight": source["model.shared.weight"]}
-        stacks = {
-            "encoder": (self.config.encoder_layers, {"self_attn": "self_attn"}, ["self_attn_norm"]),
-            "decoder": (
-                self.config.decoder_layers,
-                {"self_attn": "self_attn", "cross_attn": "multihead_attn"},
-                ["self_attn_norm", "cross_attn_norm"],
-            ),
-        }
-        for stack, (count, attentions, norms) in stacks.items():
-            for index in range(count):
-                ours, theirs = f"model.{stack}.layers.{index}.", f"transformer.{stack}.layers.{index}."
-                for kind in ("weight", "bias"):
-                    for mine, torch_name in attentions.items():
-                        projections = [source[f"{ours}{mine}.{p}_proj.{kind}"] for p in "qkv"]
-                        target[f"{theirs}{torch_name}.in_proj_{kind}"] = torch.cat(projections)
-                        target[f"{theirs}{torch_name}.out_proj.{kind}"] = source[f"{ours}{mine}.out_proj.{kind}"]
-                    for number, norm in enumerate([*norms, "feed_forward_norm"], start=1):
-                        target[f"{theirs}norm{number}.{kind}"] = source[f"{ours}{norm}.{kind}"]
-                    target[f"{theirs}linear1.{kind}"] = source[f"{ours}feed_forward.fc1.{kind}"]
-                    target[f"{theirs}linear2.{kind}"] = source[f"{ours}feed_forward.fc2.{kind}"]
-        self.load_state_dict(target, strict=True)
-
-
-def build_model(system: str, config: VanillaConfig, attn: str = "sdpa") -> nn.Module:
-    """A freshly initialised model of `system` ("ours", "marian", "torch"); `attn` is transformers' attention
-    implementation ("eager", "sdpa"), which nn.Transformer does not have (it always uses its own kernels)."""
-    if system == "torch":
-        return TorchTransformer(config)
-    model = VanillaForConditionalGeneration(config) if system == "ours" else marian_like(config)
-    model.set_attn_implementation(attn)
-    return model
-
-
-def same_function_models(config: VanillaConfig, attn: str = "sdpa") -> dict[str, nn.Module]:
-    """The three systems in eval mode with one set of weights: a fresh Marian model, ours converted from it
-    (`convert_marian`, which keeps Marian's positional layout and generation config) and nn.Transformer loaded from
-    ours. They compute the same function, which `check_same_function` asserts."""
-    marian = build_model("marian", config, attn).eval()
-    ours = convert_marian(marian).eval()
-    reference = TorchTransformer(ours.config).eval()
-    reference.load_vanilla(ours)
-    return {"ours": ours, "marian": marian, "torch": reference}
-
-
-def compare_logits(models: dict[str, nn.Module]) -> dict[str, Any]:
-    """The largest absolute logit difference of Marian and nn.Transformer from ours (`same_function_models`) on a
-    random batch (2 sources of 9 tokens, 7 target tokens), and the largest logit."""
-    config = models["ours"].config
-    ids = random_ids(2, 9, config.vocab_size, config.eos_token_id)
-    decoder_ids = random_ids(2, 7, config.vocab_size)
-    decoder_ids[:, 0] = config.decoder_start_token_id
-    with torch.inference_mode():
-        logits = {
-            name: model(input_ids=ids, attention_mask=torch.ones_like(ids), decoder_input_ids=decoder_ids).logits
-            for name, model in models.items()
-        }
-    return {
-        "max_abs_logit": logits["ours"].abs().max().item(),
-        "max_abs_diff": {name: (logits[name] - logits["ours"]).abs().max().item() for name in ("marian", "torch")},
-    }
-
-
-def check_same_function(task: dict[str, Any]) -> dict[str, Any]:
-    """Worker: `compare_logits` of the three systems at `task["size"]` with one set of weights."""
-    return compare_logits(same_function_models(vanilla_config(task["size"], task["vocab_size"]), task["attn"]))
-
-
-def require_same_function(checks: dict[str, dict[str, Any]]) -> None:
-    """Stops the run unless, at every size, the logits agree within 1e-4 x max(1, largest logit) and every
-    generation comparison (`same_tokens`, where the check made one) found identical tokens."""
-    for size, check in checks.items():
-        if "error" in check:
-            raise SystemExit(f"same-function check at size {size} failed: {check['error']}")
-        tolerance = 1e-4 * max(1.0, check["max_abs_logit"])
-        problems = [
-            f"{name} logits differ by {diff:.2e}" for name, diff in check["max_abs_diff"].items() if diff > tolerance
-        ]
-        problems += [f"{name} tokens differ" for name, same in check.get("same_tokens", {}).items() if not same]
-        if problems:
-            raise SystemExit(f"same-function check at size {size}: " + "; ".join(problems))
-
-
-def check_line(checks: dict[str, dict[str, Any]]) -> str:
-    """One line on the same-function checks, printed under the tables."""
-    parts = []
-    for size, check in checks.items():
-        diffs = ", ".join(f"{SYSTEM_NAMES[name]} {diff:.1e}" for name, diff in check["max_abs_diff"].items())
-        tokens = "".join(f", {name} tokens identical" for name in check.get("same_tokens", {}))
-        parts.append(f"{size}: {diffs} (largest logit {check['max_abs_logit']:.1f}){tokens}")
-    return "Same weights (Marian converted by convert_marian), largest |logit difference| from ours: " + "; ".join(
-        parts
-    )
-
-
-def random_ids(batch: int, length: int, vocab_size: int, eos_token_id: int | None = None) -> torch.Tensor:
-    """Token ids drawn from the non-special ids 4..vocab_size-1; with `eos_token_id`, the last one is it."""
-    ids = torch.randint(4, vocab_size, (batch, length))
-    if eos_token_id is not None:
-        ids[:, -1] = eos_token_id
-    return ids
+# ---------------------------------------------------------------------------------------------------------------
+# FLOP counts
+# ---------------------------------------------------------------------------------------------------------------
 
 
 def encoder_layer_flops(d: int, f: int, source: int) -> int:
@@ -309,6 +110,11 @@ def generation_flops(config: VanillaConfig, batch: int, hypotheses: int, source:
     return batch * (encoder + hypotheses * per_hypothesis)
 
 
+# ---------------------------------------------------------------------------------------------------------------
+# Inside a worker: memory, timing, precision, the machine
+# ---------------------------------------------------------------------------------------------------------------
+
+
 def rss_mib() -> float:
     """Resident set size of this process now, in MiB."""
     resident_pages = int(Path("/proc/self/statm").read_text().split()[1])
@@ -344,6 +150,27 @@ class PeakMemory:
         }
 
 
+class CudaPeakMemory(PeakMemory):
+    """Peak GPU memory allocated by tensors during a block (`torch.cuda.max_memory_allocated`, its high-water mark
+    reset on entry) over what was allocated just before it."""
+
+    def __enter__(self) -> "CudaPeakMemory":
+        torch.cuda.synchronize()
+        self.baseline = torch.cuda.memory_allocated() / 2**20
+        torch.cuda.reset_peak_memory_stats()
+        self.peak_reset = True
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        torch.cuda.synchronize()
+        self.peak = torch.cuda.max_memory_allocated() / 2**20
+
+
+def memory_probe(device: str) -> PeakMemory:
+    """The peak-memory probe of `device`: GPU memory on CUDA, the process' RSS on the CPU."""
+    return CudaPeakMemory() if torch.device(device).type == "cuda" else PeakMemory()
+
+
 def timed(run: Callable[[], object], warmup: int, repeats: int) -> list[float]:
     """Seconds of each of `repeats` calls of `run`, after `warmup` untimed calls."""
     for _ in range(warmup):
@@ -356,13 +183,34 @@ def timed(run: Callable[[], object], warmup: int, repeats: int) -> list[float]:
     return seconds
 
 
+def synchronized(run: Callable[[], object], device: str) -> Callable[[], None]:
+    """`run`, then waiting for the GPU's queued work on CUDA (so that `timed` times the work, not its launch)."""
+    if torch.device(device).type != "cuda":
+        return run
+
+    def run_and_wait() -> None:
+        run()
+        torch.cuda.synchronize()
+
+    return run_and_wait
+
+
+def autocast(task: dict[str, Any]) -> contextlib.AbstractContextManager:
+    """`torch.autocast` to the task's "dtype" on its "device"; nothing when the dtype is float32."""
+    if task["dtype"] == "float32":
+        return contextlib.nullcontext()
+    return torch.autocast(torch.device(task["device"]).type, dtype=getattr(torch, task["dtype"]))
+
+
 def machine() -> dict[str, Any]:
-    """CPU model, logical CPUs, torch threads and library versions of this process."""
+    """CPU model, logical CPUs, GPUs, torch threads and library versions of this process."""
     cpuinfo = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").is_file() else ""
     models = [line.split(":", 1)[1].strip() for line in cpuinfo.splitlines() if line.startswith("model name")]
+    gpus = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
     return {
         "cpu": models[0] if models else platform.processor() or "unknown CPU",
         "logical_cpus": os.cpu_count(),
+        "gpus": gpus,
         "threads": torch.get_num_threads(),
         "torch": torch.__version__,
         "transformers": transformers.__version__,
@@ -371,10 +219,12 @@ def machine() -> dict[str, Any]:
 
 
 def measure_peak(task: dict[str, Any]) -> dict[str, Any]:
-    """Worker: the best fp32 FLOP/s of `torch.mm` on two n x n matrices over `repeats` calls."""
-    n = task["n"]
-    a, b, out = torch.randn(n, n), torch.randn(n, n), torch.empty(n, n)
-    seconds = timed(lambda: torch.mm(a, b, out=out), warmup=2, repeats=task["repeats"])
+    """Worker: the best FLOP/s of `torch.mm` on two n x n matrices of the task's dtype and device over `repeats`
+    calls (after 2 untimed)."""
+    n, device, dtype = task["n"], task["device"], getattr(torch, task["dtype"])
+    a, b = torch.randn(n, n, device=device, dtype=dtype), torch.randn(n, n, device=device, dtype=dtype)
+    out = torch.empty(n, n, device=device, dtype=dtype)
+    seconds = timed(synchronized(lambda: torch.mm(a, b, out=out), device), warmup=2, repeats=task["repeats"])
     return {"flops": 2 * n**3 / min(seconds)}
 
 
@@ -384,14 +234,20 @@ def use_threads(threads: int | None) -> None:
         torch.set_num_threads(threads)
 
 
-def serve_worker_if_asked(handlers: dict[str, Callable[[dict[str, Any]], dict[str, Any]]]) -> None:
-    """In a worker (`--worker TASK_JSON OUT_PATH`), runs the handler of the task, writes its result and exits."""
+# ---------------------------------------------------------------------------------------------------------------
+# Fresh worker processes
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def serve_worker_if_asked(handlers: dict[str, Handler]) -> None:
+    """In a worker (`--worker TASK_JSON OUT_PATH`), runs the handler of the task (`handlers`, or `measure_peak` for
+    "peak"), writes its result and exits."""
     if len(sys.argv) != 4 or sys.argv[1] != "--worker":
         return
     task = json.loads(sys.argv[2])
     use_threads(task["threads"])
     torch.manual_seed(0)
-    Path(sys.argv[3]).write_text(json.dumps(handlers[task["kind"]](task)))
+    Path(sys.argv[3]).write_text(json.dumps({"peak": measure_peak, **handlers}[task["kind"]](task)))
     sys.exit(0)
 
 
@@ -434,6 +290,11 @@ def run_interleaved(script: str, tasks: Sequence[dict[str, Any]], rounds: int) -
     return results
 
 
+# ---------------------------------------------------------------------------------------------------------------
+# Statistics
+# ---------------------------------------------------------------------------------------------------------------
+
+
 def select(results: Iterable[dict[str, Any]], **match: Any) -> list[dict[str, Any]]:
     """The results whose fields equal `match`."""
     return [result for result in results if all(result.get(key) == value for key, value in match.items())]
@@ -452,25 +313,123 @@ def summarize(results: Sequence[dict[str, Any]], fields: Sequence[str]) -> dict[
     return {field: spread([result[field] for result in results]) for field in fields}
 
 
-def best_peak(results: Sequence[dict[str, Any]]) -> dict[str, float]:
-    """The peak fp32 FLOP/s over the rounds' matmul measurements (the best) and their median."""
-    flops = [result["flops"] for result in results]
-    return {"flops": max(flops), "median_flops": statistics.median(flops)}
+def best_peak(results: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """The peak FLOP/s over the rounds' matmul measurements (the best) and their median, with the matrix size,
+    dtype and device; a SystemExit if none succeeded (MFU needs it)."""
+    measured = [result for result in results if "error" not in result]
+    if not measured:
+        raise SystemExit(f"the matmul peak measurement failed: {results[0]['error'] if results else 'not run'}")
+    flops = [result["flops"] for result in measured]
+    shape = {key: measured[0][key] for key in ("n", "dtype", "device")}
+    return {"flops": max(flops), "median_flops": statistics.median(flops), **shape}
 
 
-def machine_line(peak: dict[str, float] | None = None, n: int | None = None) -> str:
-    """The machine line printed above every table (this process has the workers' thread count), with the fp32
-    matmul peak of `best_peak` measured with n x n matrices, if given."""
+# ---------------------------------------------------------------------------------------------------------------
+# The run skeleton
+# ---------------------------------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class Plan:
+    """What a benchmark measures: each of `groups` (task fields that label a table row, e.g. {"size": "base"}) for
+    each of `systems` (a display name and the task fields that select the system), with `settings` (task fields all
+    measurements share, among them "kind", the worker handler, unless a group sets it), summarising the result
+    `fields`. `checks` are same-function check tasks by label (handler "check"), run before the rounds; `peak` is
+    the matmul peak task (`measure_peak`'s fields) that opens every round, None where no MFU is reported."""
+
+    script: str
+    groups: list[dict[str, Any]]
+    systems: dict[str, dict[str, Any]]
+    settings: dict[str, Any]
+    fields: tuple[str, ...]
+    checks: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
+    peak: dict[str, Any] | None = None
+
+    def measurements(self) -> list[dict[str, Any]]:
+        """Every group for every system, in table order."""
+        return [{**self.settings, **group, **selector} for group in self.groups for selector in self.systems.values()]
+
+
+@dataclasses.dataclass
+class Outcome:
+    """What `execute` measured: check results by label, every raw result, the best peak, and per group (its
+    fields) the `summarize` of each system under "systems"."""
+
+    checks: dict[str, dict[str, Any]]
+    results: list[dict[str, Any]]
+    peak: dict[str, Any] | None
+    summary: list[dict[str, Any]]
+
+
+def execute(plan: Plan, rounds: int, threads: int | None) -> Outcome:
+    """The checks (the run stops unless the systems compute the same function), then the rounds; see `Plan`."""
+    use_threads(threads)
+    checks = {
+        label: run_fresh(plan.script, {"kind": "check", **task, "threads": threads})
+        for label, task in plan.checks.items()
+    }
+    require_same_function(checks)
+    opening = [{"kind": "peak", **plan.peak}] if plan.peak else []
+    tasks = [{**task, "threads": threads} for task in opening + plan.measurements()]
+    results = run_interleaved(plan.script, tasks, rounds)
+    peak = best_peak(select(results, kind="peak")) if plan.peak else None
+    summary = []
+    for group in plan.groups:
+        kind = {**plan.settings, **group}["kind"]
+        systems = {
+            name: summarize(select(results, **{"kind": kind, **group, **selector}), plan.fields)
+            for name, selector in plan.systems.items()
+        }
+        summary.append({**group, "systems": systems})
+    return Outcome(checks, results, peak, summary)
+
+
+def publish(args: argparse.Namespace, outcome: Outcome, sections: Sequence[str], **extra: Any) -> str:
+    """Prints the report (machine line, `sections`, the checks' line) and writes the JSON of `args.json` (the
+    arguments, machine, peak, checks, summary, raw results, report and `extra`); returns the report."""
+    parts = [machine_line(outcome.peak), *sections]
+    if outcome.checks:
+        parts.append(check_line(outcome.checks))
+    report = "\n\n".join(parts)
+    print(report)
+    payload = {"args": vars(args), "machine": machine(), "peak": outcome.peak, "checks": outcome.checks}
+    payload |= {"summary": outcome.summary, "results": outcome.results, **extra, "report": report}
+    write_json(args.json, payload)
+    return report
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Report: machine line, cells, tables
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def significant(value: float, digits: int = 3) -> str:
+    """`value` with `digits` significant digits and no exponent: 1234.5 -> "1234", 0.012345 -> "0.0123"."""
+    if value == 0 or not math.isfinite(value):
+        return f"{value:.0f}"
+    return f"{value:.{max(0, digits - 1 - math.floor(math.log10(abs(value))))}f}"
+
+
+def flops_text(flops: float) -> str:
+    """E.g. "103 GFLOP/s" or "812 TFLOP/s"."""
+    return f"{significant(flops / 1e12)} TFLOP/s" if flops >= 1e13 else f"{significant(flops / 1e9)} GFLOP/s"
+
+
+def machine_line(peak: dict[str, Any] | None = None) -> str:
+    """The machine line printed above every report (this process has the workers' thread count), with the matmul
+    peak of `best_peak`, if given."""
     info = machine()
+    gpus = f", GPU {info['gpus'][0]} x {len(info['gpus'])}" if info["gpus"] else ""
     line = (
-        f"Machine: {info['cpu']}, {info['logical_cpus']} logical CPUs, {info['threads']} torch threads, "
+        f"Machine: {info['cpu']}, {info['logical_cpus']} logical CPUs, {info['threads']} torch threads{gpus}, "
         f"torch {info['torch']}, transformers {info['transformers']}, Python {info['python']}"
     )
     if peak is None:
         return line
+    on_gpu = " on the GPU" if torch.device(peak["device"]).type == "cuda" else ""
     return (
-        f"{line}; fp32 matmul peak {peak['flops'] / 1e9:.1f} GFLOP/s (best torch.mm {n}x{n}; median over rounds "
-        f"{peak['median_flops'] / 1e9:.1f})"
+        f"{line}; {DTYPE_NAMES[peak['dtype']]} matmul peak {flops_text(peak['flops'])} (best torch.mm "
+        f"{peak['n']}x{peak['n']}{on_gpu}; median over rounds {flops_text(peak['median_flops'])})"
     )
 
 
@@ -511,32 +470,118 @@ def _is_number(cell: str) -> bool:
     return True
 
 
-def add_common_arguments(parser: argparse.ArgumentParser, rounds: int) -> None:
-    """The flags every benchmark has: sizes, vocabulary, rounds, threads, JSON output."""
-    parser.add_argument("--sizes", default="small,base", help=f"comma-separated, of {', '.join(SIZES)}")
-    parser.add_argument("--vocab-size", type=int, default=8000, help="shared vocabulary size")
-    parser.add_argument("--rounds", type=int, default=rounds, help="interleaved rounds (one fresh process each)")
-    parser.add_argument("--threads", type=int, help="torch threads per process (default: torch's choice)")
-    parser.add_argument("--json", type=Path, help="also write the raw results and tables to this JSON file")
+def throughput_columns(
+    speed: str, duration: tuple[str, float], memory: str, peaks: dict[str, float | None]
+) -> list[Column]:
+    """Tokens/s (median, min, max; `speed` names them), the median seconds of a step or call (`duration`: header,
+    scale), peak memory and its increase over the built model (`memory`: "RSS" or "GPU"); with `peaks`
+    (header: peak FLOP/s, None where unknown), model FLOP/s and the MFU against each."""
+    time_header, time_scale = duration
+    columns: list[Column] = [
+        (f"{speed} (median)", lambda stats: f"{stats['tokens_per_second']['median']:.0f}"),
+        ("min", lambda stats: f"{stats['tokens_per_second']['min']:.0f}"),
+        ("max", lambda stats: f"{stats['tokens_per_second']['max']:.0f}"),
+        (time_header, lambda stats: significant(stats["seconds"]["median"] * time_scale)),
+        (f"peak {memory} MiB", lambda stats: f"{stats['peak_mib']['median']:.0f}"),
+        ("+ over model MiB", lambda stats: f"{stats['delta_mib']['median']:.0f}"),
+    ]
+    if not peaks:
+        return columns
+    unit, per = ("TFLOP/s", 1e12) if max(peak or 0 for peak in peaks.values()) >= 1e13 else ("GFLOP/s", 1e9)
+    columns.append((unit, lambda stats: significant(stats["flops_per_second"]["median"] / per)))
+    for header, peak in peaks.items():
+        columns.append((header, lambda stats, peak=peak: _mfu(stats["flops_per_second"]["median"], peak)))
+    return columns
 
 
-def parse_sizes(text: str) -> list[str]:
-    """The sizes named in a comma-separated `--sizes`; a SystemExit naming an unknown one."""
+def _mfu(flops: float, peak: float | None) -> str:
+    return "-" if peak is None else f"{significant(100 * flops / peak)}%"
+
+
+def system_table(summary: Sequence[dict[str, Any]], labels: dict[str, str], columns: Sequence[Column]) -> str:
+    """One row per group and system: the group's `labels` (field: header), the system, then `columns`."""
+    headers = [*labels.values(), "system", *(header for header, _ in columns)]
+    rows = []
+    for group in summary:
+        for system, stats in group["systems"].items():
+            cells = [*(group[key] for key in labels), system]
+            if "error" in stats:
+                rows.append(failed_row(cells, stats["error"], len(headers)))
+            else:
+                rows.append(cells + [cell(stats) for _, cell in columns])
+    return markdown_table(headers, rows)
+
+
+def ratio_table(
+    summary: Sequence[dict[str, Any]],
+    labels: dict[str, str],
+    pairs: Sequence[tuple[str, str]],
+    fields: dict[str, str],
+) -> str:
+    """One row per group and pair of systems (numerator, denominator): the ratios of the medians of `fields`
+    (header: result field)."""
+    rows = [
+        [*(group[key] for key in labels), f"{mine} / {theirs}"]
+        + [ratio(group["systems"][mine], group["systems"][theirs], field) for field in fields.values()]
+        for group in summary
+        for mine, theirs in pairs
+    ]
+    return markdown_table([*labels.values(), "pair", *fields], rows)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Command line and JSON
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def size_list(text: str) -> list[str]:
+    """The model sizes of a comma-separated `--sizes`, names of the registry `modeling_vanilla.PRESETS`."""
     sizes = [size.strip() for size in text.split(",") if size.strip()]
-    unknown = [size for size in sizes if size not in SIZES]
+    unknown = [size for size in sizes if size not in PRESETS]
     if unknown or not sizes:
-        raise SystemExit(f"--sizes: unknown {unknown}; choose from {list(SIZES)}")
+        raise argparse.ArgumentTypeError(f"unknown size(s) {unknown or [text]}; choose from {sorted(PRESETS)}")
     return sizes
 
 
-def add_peak_argument(parser: argparse.ArgumentParser) -> None:
+def int_list(text: str) -> list[int]:
+    """The positive integers of a comma-separated option, e.g. "1,32"."""
+    try:
+        numbers = [int(number) for number in text.split(",")]
+    except ValueError:
+        numbers = []
+    if not numbers or min(numbers) < 1:
+        raise argparse.ArgumentTypeError(f"expected comma-separated positive integers, got {text!r}")
+    return numbers
+
+
+def add_common_arguments(
+    parser: argparse.ArgumentParser,
+    rounds: int,
+    sizes: str = "small,base",
+    vocab_size: int = 8000,
+    threads: int | None = None,
+) -> None:
+    """The flags every benchmark has: sizes, vocabulary, rounds, threads, JSON output (with these defaults)."""
+    parser.add_argument("--sizes", type=size_list, default=sizes, help=f"comma-separated, of {sorted(PRESETS)}")
+    parser.add_argument("--vocab-size", type=int, default=vocab_size, help="shared vocabulary size")
+    parser.add_argument("--rounds", type=int, default=rounds, help="interleaved rounds (one fresh process each)")
+    parser.add_argument("--threads", type=int, default=threads, help="torch threads per process (none: torch's)")
+    parser.add_argument("--json", type=Path, help="also write the raw results and tables to this JSON file")
+
+
+def add_peak_argument(parser: argparse.ArgumentParser, default: int = 2048) -> None:
     """The flag of the matmul peak measurement (for MFU)."""
-    parser.add_argument("--peak-size", type=int, default=2048, help="n of the n x n fp32 matmul peak measurement")
+    parser.add_argument("--peak-size", type=int, default=default, help="n of the n x n matmul peak measurement")
 
 
-def peak_task(args: argparse.Namespace) -> dict[str, Any]:
-    """The matmul peak measurement that opens every round."""
-    return {"kind": "peak", "n": args.peak_size, "repeats": 10, "threads": args.threads}
+def cpu_peak(args: argparse.Namespace) -> dict[str, Any]:
+    """The fp32 CPU matmul peak measurement that opens every round."""
+    return {"n": args.peak_size, "repeats": 10, "device": "cpu", "dtype": "float32"}
+
+
+def describe_sizes(sizes: Sequence[str]) -> str:
+    """E.g. "sizes: small (d 256, ...); base (d 512, ...)"."""
+    return "sizes: " + "; ".join(describe_size(size) for size in sizes)
 
 
 def write_json(path: Path | None, payload: dict[str, Any]) -> None:

@@ -1,130 +1,157 @@
 """CPU speed of beam-4 translation: transformers `generate` against CTranslate2 float32 and int8, one model.
 
-A randomly initialised model (the paper's base size by default) is saved, exported to CTranslate2 twice
-(`modeling_vanilla.export_ctranslate2`), and the three systems translate the same batch of random sources in
-interleaved rounds (the order rotates every round, after one warm-up round). Every system generates exactly
-`--new-tokens` tokens per sentence (end of sentence suppressed until then, at most that many), so that the work is
-identical whatever a random model prefers. Reported: generated tokens per second (batch x new tokens / seconds),
-median, min and max over the rounds, and each median's ratio to `generate`'s.
+Per size (`--sizes`, registry names; default the paper's base), a randomly initialised model is saved and exported
+to CTranslate2 twice (`modeling_vanilla.export_ctranslate2`). Each measurement is a fresh process that loads one
+system (the saved model for `generate`, an exported folder for CTranslate2, with the same thread count) and
+translates one batch of random sources, the same in every process: `--warmup` untimed and `--repeats` timed calls;
+the systems alternate (A B C A B C ...) over `--rounds` rounds. Every system generates exactly `--new-tokens`
+tokens per sentence (end of sentence suppressed until then, at most that many), so that the work is identical
+whatever a random model prefers. Reported: generated tokens per second (batch x new tokens / seconds; median, min
+and max over the rounds), peak RSS and its increase over the loaded model, and the ratios of each CTranslate2
+model to `generate` (tokens/s > 1: faster; memory < 1: less).
 
     python benchmarks/ct2_speed.py --rounds 5
-    python benchmarks/ct2_speed.py --small --rounds 3     # d_model 256, 3 + 3 layers: a quick look
+    python benchmarks/ct2_speed.py --sizes small --rounds 3      # d_model 256, 3 + 3 layers: a quick look
+    python benchmarks/ct2_speed.py --sizes tiny --vocab-size 64 --rounds 1 --batch-size 2 --new-tokens 4   # smoke
 """
 
 import argparse
-import statistics
 import tempfile
-import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
+import common
 import ctranslate2
+import systems
 import torch
 
 from modeling_vanilla import VanillaConfig, VanillaForConditionalGeneration
 from modeling_vanilla.export_ctranslate2 import export_ctranslate2
 
-SMALL = {
-    "d_model": 256,
-    "encoder_layers": 3,
-    "decoder_layers": 3,
-    "encoder_attention_heads": 4,
-    "decoder_attention_heads": 4,
-    "encoder_ffn_dim": 1024,
-    "decoder_ffn_dim": 1024,
+SYSTEMS = {
+    "generate (float32)": {"system": "generate"},
+    "CTranslate2 float32": {"system": "ct2", "quantization": "float32"},
+    "CTranslate2 int8": {"system": "ct2", "quantization": "int8"},
 }
+PAIRS = [("CTranslate2 float32", "generate (float32)"), ("CTranslate2 int8", "generate (float32)")]
 
 
-def parse_args() -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--small", action="store_true", help="d_model 256, 3 + 3 layers instead of the base model")
-    parser.add_argument("--vocab-size", type=int, default=37000, help="shared vocabulary (paper: 37000)")
-    parser.add_argument("--batch-size", type=int, default=32)
-    parser.add_argument("--source-length", type=int, default=25, help="tokens per source sentence, with </s>")
-    parser.add_argument("--new-tokens", type=int, default=25, help="tokens generated per sentence")
-    parser.add_argument("--rounds", type=int, default=5, help="timed rounds per system (after one warm-up)")
-    parser.add_argument("--threads", type=int, default=1, help="CPU threads for torch and for CTranslate2")
-    parser.add_argument("--seed", type=int, default=0)
-    return parser.parse_args()
-
-
-def main() -> None:
-    args = parse_args()
-    torch.manual_seed(args.seed)
-    torch.set_num_threads(args.threads)
-    overrides = SMALL if args.small else {}
-    model = VanillaForConditionalGeneration(VanillaConfig.from_preset("base", vocab_size=args.vocab_size, **overrides))
-    model.eval()
-    ids = torch.randint(4, args.vocab_size, (args.batch_size, args.source_length))
-    ids[:, -1] = model.config.eos_token_id
+def generate_runner(folder: Path, ids: torch.Tensor, task: dict[str, Any]) -> Callable[[], int]:
+    """Beam-4 `generate` of the saved model; each call returns the number of generated tokens."""
+    model = VanillaForConditionalGeneration.from_pretrained(folder / "model").eval()
     mask = torch.ones_like(ids)
-    sources = [[str(i) for i in row] for row in ids.tolist()]  # the export writes ids as tokens (no tokenizer)
 
-    def run_generate() -> int:
+    def translate() -> int:
         with torch.inference_mode():
             out = model.generate(
                 input_ids=ids,
                 attention_mask=mask,
                 num_beams=4,
                 length_penalty=0.6,
-                min_new_tokens=args.new_tokens,
-                max_new_tokens=args.new_tokens,
+                min_new_tokens=task["new_tokens"],
+                max_new_tokens=task["new_tokens"],
             )
         return (out.shape[1] - 1) * out.shape[0]
 
-    def ct2_runner(path: Path) -> Callable[[], int]:
-        translator = ctranslate2.Translator(str(path), device="cpu", intra_threads=args.threads, inter_threads=1)
+    return translate
 
-        def run() -> int:
-            results = translator.translate_batch(
-                sources,
-                beam_size=4,
-                length_penalty=0.6,
-                max_batch_size=args.batch_size,
-                min_decoding_length=args.new_tokens,
-                max_decoding_length=args.new_tokens,
-            )
-            return sum(len(result.hypotheses[0]) for result in results)
 
-        return run
+def ct2_runner(folder: Path, ids: torch.Tensor, task: dict[str, Any]) -> Callable[[], int]:
+    """Beam-4 translation of the CTranslate2 export (its tokens are the ids as strings), with torch's thread count."""
+    path = folder / task["quantization"]
+    translator = ctranslate2.Translator(str(path), device="cpu", intra_threads=torch.get_num_threads())
+    sources = [[str(i) for i in row] for row in ids.tolist()]
 
-    with tempfile.TemporaryDirectory() as folder:
-        model.save_pretrained(Path(folder) / "model")
-        for quantization in ("float32", "int8"):
-            export_ctranslate2(Path(folder) / "model", Path(folder) / quantization, quantization=quantization)
-        systems = {
-            "transformers generate (float32)": run_generate,
-            "CTranslate2 float32": ct2_runner(Path(folder) / "float32"),
-            "CTranslate2 int8": ct2_runner(Path(folder) / "int8"),
-        }
-        speeds: dict[str, list[float]] = {name: [] for name in systems}
-        names = list(systems)
-        for round_index in range(args.rounds + 1):
-            for name in names[round_index % len(names) :] + names[: round_index % len(names)]:
-                start = time.perf_counter()
-                tokens = systems[name]()
-                seconds = time.perf_counter() - start
-                if tokens != args.batch_size * args.new_tokens:
-                    raise RuntimeError(
-                        f"{name} generated {tokens} tokens, expected {args.batch_size * args.new_tokens}"
-                    )
-                if round_index:  # round 0 warms up
-                    speeds[name].append(tokens / seconds)
-
-    size = "small (d_model 256, 3+3 layers)" if args.small else "base (d_model 512, 6+6 layers)"
-    print(
-        f"{size}, vocabulary {args.vocab_size}, batch {args.batch_size}, source {args.source_length} tokens, "
-        f"{args.new_tokens} new tokens, beam 4, {args.threads} thread(s), {args.rounds} rounds, "
-        f"torch {torch.__version__}, ctranslate2 {ctranslate2.__version__}"
-    )
-    baseline = statistics.median(speeds[names[0]])
-    print("| system | tokens/s median | min | max | x generate |")
-    print("| --- | ---: | ---: | ---: | ---: |")
-    for name in names:
-        median = statistics.median(speeds[name])
-        print(
-            f"| {name} | {median:.0f} | {min(speeds[name]):.0f} | {max(speeds[name]):.0f} | {median / baseline:.2f} |"
+    def translate() -> int:
+        results = translator.translate_batch(
+            sources,
+            beam_size=4,
+            length_penalty=0.6,
+            max_batch_size=len(sources),
+            min_decoding_length=task["new_tokens"],
+            max_decoding_length=task["new_tokens"],
         )
+        return sum(len(result.hypotheses[0]) for result in results)
+
+    return translate
+
+
+def measure_translation(task: dict[str, Any]) -> dict[str, Any]:
+    """Worker: generated tokens per second and memory of one system translating the batch."""
+    folder = Path(task["folder"]) / task["size"]
+    config = VanillaConfig.from_pretrained(folder / "model")
+    ids = systems.random_ids(task["batch_size"], task["source_length"], config.vocab_size, config.eos_token_id)
+    translate = (generate_runner if task["system"] == "generate" else ct2_runner)(folder, ids, task)
+    expected = task["batch_size"] * task["new_tokens"]
+
+    def call() -> None:
+        tokens = translate()
+        if tokens != expected:
+            raise RuntimeError(f"{task['system']} generated {tokens} tokens, expected {expected}")
+
+    with common.PeakMemory() as memory:
+        seconds = common.timed(call, task["warmup"], task["repeats"])
+    call_seconds = sum(seconds) / len(seconds)
+    return {"tokens_per_second": expected / call_seconds, "seconds": call_seconds, **memory.result()}
+
+
+def export_models(folder: Path, sizes: list[str], vocab_size: int) -> None:
+    """Saves a random model per size under `folder/SIZE/model` and its CTranslate2 exports beside it."""
+    torch.manual_seed(0)
+    for size in sizes:
+        model = VanillaForConditionalGeneration(VanillaConfig.from_preset(size, vocab_size=vocab_size))
+        model.save_pretrained(folder / size / "model")
+        for quantization in ("float32", "int8"):
+            export_ctranslate2(folder / size / "model", folder / size / quantization, quantization=quantization)
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    common.add_common_arguments(parser, rounds=5, sizes="base", vocab_size=37000, threads=1)
+    parser.add_argument("--batch-size", type=int, default=32, help="sentences per call")
+    parser.add_argument("--source-length", type=int, default=25, help="tokens per source sentence, with </s>")
+    parser.add_argument("--new-tokens", type=int, default=25, help="tokens generated per sentence")
+    parser.add_argument("--warmup", type=int, default=1, help="untimed calls per process")
+    parser.add_argument("--repeats", type=int, default=1, help="timed calls per process")
+    return parser.parse_args()
+
+
+def main() -> None:
+    common.serve_worker_if_asked({"translate": measure_translation})
+    args = parse_args()
+    with tempfile.TemporaryDirectory() as folder:
+        export_models(Path(folder), args.sizes, args.vocab_size)
+        plan = common.Plan(
+            script=__file__,
+            groups=[{"size": size} for size in args.sizes],
+            systems=SYSTEMS,
+            settings={
+                "kind": "translate",
+                "folder": folder,
+                "batch_size": args.batch_size,
+                "source_length": args.source_length,
+                "new_tokens": args.new_tokens,
+                "warmup": args.warmup,
+                "repeats": args.repeats,
+            },
+            fields=("tokens_per_second", "seconds", "peak_mib", "delta_mib"),
+        )
+        outcome = common.execute(plan, args.rounds, args.threads)
+    labels = {"size": "size"}
+    columns = common.throughput_columns("new tok/s", ("s per call", 1), "RSS", {})
+    ratios = {"tokens/s ratio": "tokens_per_second", "memory increase ratio": "delta_mib"}
+    setup = (
+        f"Beam 4 (length penalty 0.6), batch {args.batch_size}, {args.source_length} source tokens, exactly "
+        f"{args.new_tokens} new tokens per sentence, vocabulary {args.vocab_size}, {args.warmup} warm-up + "
+        f"{args.repeats} timed calls per process, {args.rounds} rounds, ctranslate2 {ctranslate2.__version__}; "
+        + common.describe_sizes(args.sizes)
+    )
+    tables = [
+        common.system_table(outcome.summary, labels, columns),
+        common.ratio_table(outcome.summary, labels, PAIRS, ratios),
+    ]
+    common.publish(args, outcome, [setup, *tables])
 
 
 if __name__ == "__main__":

@@ -24,10 +24,13 @@ import argparse
 from typing import Any
 
 import common
+import systems
 import torch
 from transformers import GenerationConfig, PreTrainedConfig
 
-SYSTEMS = ("ours", "marian")
+from modeling_vanilla import VanillaConfig
+
+SYSTEMS = {systems.SYSTEM_NAMES[name]: {"system": name} for name in ("ours", "marian")}
 
 
 def generation_config(config: PreTrainedConfig, beams: int, new_tokens: int) -> GenerationConfig:
@@ -53,40 +56,46 @@ def generate(model: torch.nn.Module, ids: torch.Tensor, mask: torch.Tensor) -> t
 
 
 def check_generation(task: dict[str, Any]) -> dict[str, Any]:
-    """Worker: `common.compare_logits`, and whether ours and Marian, with one set of weights, generate identical
+    """Worker: `systems.compare_logits`, and whether ours and Marian, with one set of weights, generate identical
     greedy and beam-search tokens (2 sources of 9 tokens, 8 new tokens)."""
-    models = common.same_function_models(common.vanilla_config(task["size"], task["vocab_size"]), task["attn"])
+    config = VanillaConfig.from_preset(task["size"], vocab_size=task["vocab_size"])
+    models = systems.same_function_models(config, task["attn"], "cpu")
     config = models["ours"].config
-    ids = common.random_ids(2, 9, config.vocab_size, config.eos_token_id)
+    ids = systems.random_ids(2, 9, config.vocab_size, config.eos_token_id)
     same_tokens = {}
     for decoding, beams in (("greedy", 1), (f"beam-{task['beams']}", task["beams"])):
-        for name in SYSTEMS:
+        for name in ("ours", "marian"):
             models[name].generation_config = generation_config(config, beams, new_tokens=8)
-        same_tokens[decoding] = torch.equal(*(generate(models[name], ids, torch.ones_like(ids)) for name in SYSTEMS))
-    return {**common.compare_logits(models), "same_tokens": same_tokens}
+        outputs = [generate(models[name], ids, torch.ones_like(ids)) for name in ("ours", "marian")]
+        same_tokens[decoding] = torch.equal(*outputs)
+    return {**systems.compare_logits(models), "same_tokens": same_tokens}
 
 
 def measure_generation(task: dict[str, Any]) -> dict[str, Any]:
-    """Worker: generated tokens per second and memory of one system at one decoding and batch size."""
-    config = common.vanilla_config(task["size"], task["vocab_size"])
-    model = common.build_model(task["system"], config, task["attn"]).eval()
+    """Worker: generated tokens per second and memory of one system at one decoding and batch size, on the task's
+    device under its autocast."""
+    config = VanillaConfig.from_preset(task["size"], vocab_size=task["vocab_size"])
+    model = systems.build_model(task["system"], config, task["attn"], task["device"]).eval()
     batch, source, new_tokens, beams = task["batch_size"], task["source_length"], task["new_tokens"], task["beams"]
     # Set as the model's own, so that no default of the model's generation config leaks in.
     model.generation_config = generation_config(config, beams, new_tokens)
-    ids = common.random_ids(batch, source, config.vocab_size, config.eos_token_id)
+    ids = systems.random_ids(batch, source, config.vocab_size, config.eos_token_id).to(task["device"])
     mask = torch.ones_like(ids)
     shapes = []
-    with common.PeakMemory() as memory:
-        seconds = common.timed(
-            lambda: shapes.append(tuple(generate(model, ids, mask).shape)), task["warmup"], task["repeats"]
-        )
+
+    def call() -> None:
+        with common.autocast(task):
+            shapes.append(tuple(generate(model, ids, mask).shape))
+
+    with common.memory_probe(task["device"]) as memory:
+        seconds = common.timed(common.synchronized(call, task["device"]), task["warmup"], task["repeats"])
     if set(shapes) != {(batch, new_tokens + 1)}:  # the start token, then exactly the new tokens
         raise RuntimeError(f"generated shapes {set(shapes)}, expected {(batch, new_tokens + 1)}")
     call_seconds = sum(seconds) / len(seconds)
     flops = common.generation_flops(config, batch, beams, source, new_tokens)
     return {
         "tokens_per_second": batch * new_tokens / call_seconds,
-        "call_seconds": call_seconds,
+        "seconds": call_seconds,
         "flops_per_second": flops / call_seconds,
         **memory.result(),
     }
@@ -96,7 +105,7 @@ def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     common.add_common_arguments(parser, rounds=5)
     common.add_peak_argument(parser)
-    parser.add_argument("--batch-sizes", default="1,32", help="comma-separated sentences per generate call")
+    parser.add_argument("--batch-sizes", type=common.int_list, default="1,32", help="comma-separated, per call")
     parser.add_argument("--beams", type=int, default=4, help="beam size of the beam-search measurements")
     parser.add_argument("--source-length", type=int, default=32, help="tokens per source sentence, with </s>")
     parser.add_argument("--new-tokens", type=int, default=32, help="tokens generated per sentence")
@@ -107,113 +116,48 @@ def parse_args() -> argparse.Namespace:
 
 
 def main() -> None:
-    common.serve_worker_if_asked(
-        {"peak": common.measure_peak, "check": check_generation, "generate": measure_generation}
-    )
+    common.serve_worker_if_asked({"check": check_generation, "generate": measure_generation})
     args = parse_args()
-    common.use_threads(args.threads)
-    sizes = common.parse_sizes(args.sizes)
-    batch_sizes = [int(size) for size in args.batch_sizes.split(",")]
+    shared = {"vocab_size": args.vocab_size, "attn": args.attn}
     decodings = {"greedy": 1, f"beam-{args.beams}": args.beams}
-    shared = {"vocab_size": args.vocab_size, "attn": args.attn, "threads": args.threads}
-    checks = {
-        size: common.run_fresh(__file__, {"kind": "check", "size": size, "beams": args.beams, **shared})
-        for size in sizes
-    }
-    common.require_same_function(checks)
-    tasks = [common.peak_task(args)] + [
-        {
+    plan = common.Plan(
+        script=__file__,
+        groups=[
+            {"size": size, "decoding": decoding, "beams": beams, "batch_size": batch_size}
+            for size in args.sizes
+            for decoding, beams in decodings.items()
+            for batch_size in args.batch_sizes
+        ],
+        systems=SYSTEMS,
+        settings={
             "kind": "generate",
-            "size": size,
-            "decoding": decoding,
-            "beams": beams,
-            "batch_size": batch_size,
-            "system": system,
             "source_length": args.source_length,
             "new_tokens": args.new_tokens,
             "warmup": args.warmup,
             "repeats": args.repeats,
+            "device": "cpu",
+            "dtype": "float32",
             **shared,
-        }
-        for size in sizes
-        for decoding, beams in decodings.items()
-        for batch_size in batch_sizes
-        for system in SYSTEMS
-    ]
-    results = common.run_interleaved(__file__, tasks, args.rounds)
-    peak = common.best_peak(common.select(results, kind="peak"))
-    fields = ("tokens_per_second", "call_seconds", "flops_per_second", "peak_mib", "delta_mib")
-    summary = [
-        {
-            "size": size,
-            "decoding": decoding,
-            "batch_size": batch_size,
-            "systems": {
-                system: common.summarize(
-                    common.select(results, size=size, decoding=decoding, batch_size=batch_size, system=system), fields
-                )
-                for system in SYSTEMS
-            },
-        }
-        for size in sizes
-        for decoding in decodings
-        for batch_size in batch_sizes
-    ]
-    rows, ratio_rows = [], []
-    for phase in summary:
-        labels = [phase["size"], phase["decoding"], phase["batch_size"]]
-        systems = phase["systems"]
-        for system, stats in systems.items():
-            if "error" in stats:
-                rows.append(common.failed_row([*labels, common.SYSTEM_NAMES[system]], stats["error"], 12))
-                continue
-            speed, flops = stats["tokens_per_second"], stats["flops_per_second"]["median"]
-            rows.append(
-                [
-                    *labels,
-                    common.SYSTEM_NAMES[system],
-                    f"{speed['median']:.0f}",
-                    f"{speed['min']:.0f}",
-                    f"{speed['max']:.0f}",
-                    f"{stats['call_seconds']['median']:.2f}",
-                    f"{stats['peak_mib']['median']:.0f}",
-                    f"{stats['delta_mib']['median']:.0f}",
-                    f"{flops / 1e9:.2f}",
-                    f"{100 * flops / peak['flops']:.2f}%",
-                ]
-            )
-        ratio_rows.append(
-            [
-                *labels,
-                common.ratio(systems["ours"], systems["marian"], "tokens_per_second"),
-                common.ratio(systems["ours"], systems["marian"], "delta_mib"),
-            ]
-        )
-    headers = ["size", "decoding", "batch", "system", "new tok/s (median)", "min", "max", "s per call"]
-    headers += ["peak RSS MiB", "+ over model MiB", "GFLOP/s", "MFU"]
-    table = common.markdown_table(headers, rows)
-    ratios = common.markdown_table(
-        ["size", "decoding", "batch", "ours / Marian tokens/s", "ours / Marian memory increase"], ratio_rows
+        },
+        fields=common.THROUGHPUT_FIELDS,
+        checks={size: {"size": size, "beams": args.beams, **shared} for size in args.sizes},
+        peak=common.cpu_peak(args),
     )
+    outcome = common.execute(plan, args.rounds, args.threads)
+    labels = {"size": "size", "decoding": "decoding", "batch_size": "batch"}
+    call = ("s per call", 1)
+    columns = common.throughput_columns("new tok/s", call, "RSS", {"MFU": outcome.peak["flops"]})
+    ratios = {"tokens/s ratio": "tokens_per_second", "memory increase ratio": "delta_mib"}
     setup = (
         f"generate: {args.source_length} source tokens, exactly {args.new_tokens} new tokens per sentence, vocabulary "
         f"{args.vocab_size}, attention {args.attn}, {args.warmup} warm-up + {args.repeats} timed calls per process, "
-        f"{args.rounds} rounds; sizes: " + "; ".join(common.describe_size(size) for size in sizes)
+        f"{args.rounds} rounds; " + common.describe_sizes(args.sizes)
     )
-    report = "\n\n".join([common.machine_line(peak, args.peak_size), setup, table, ratios, common.check_line(checks)])
-    print(report)
-    common.write_json(
-        args.json,
-        {
-            "args": vars(args),
-            "machine": common.machine(),
-            "peak": peak,
-            "checks": checks,
-            "summary": summary,
-            "results": results,
-            "report": report,
-        },
-    )
+    tables = [
+        common.system_table(outcome.summary, labels, columns),
+        common.ratio_table(outcome.summary, labels, [("ours", "MarianMTModel")], ratios),
+    ]
+    common.publish(args, outcome, [setup, *tables])
 
 
 if __name__ == "__main__":

@@ -32,6 +32,7 @@ from modeling_vanilla import VanillaConfig
 
 # A matmul is a pair of operands: torch.matmul(left, right), 2-D (a linear layer) or 3-D (attention, all heads).
 Matmuls = list[tuple[torch.Tensor, torch.Tensor]]
+CEILING = "matmul-only"
 
 
 class MatmulList:
@@ -152,7 +153,7 @@ def flops(matmuls: Matmuls) -> int:
 
 def build(task: dict[str, Any]) -> tuple[MatmulList, int, int]:
     """The task's matmul list, common.py's FLOP count for it, and the target tokens it produces."""
-    config = common.vanilla_config(task["size"], task["vocab_size"])
+    config = VanillaConfig.from_preset(task["size"], vocab_size=task["vocab_size"])
     batch, source, target = task["batch_size"], task["source_length"], task["target_length"]
     if task["workload"] == "train":
         return (
@@ -186,11 +187,10 @@ def measure_ceiling(task: dict[str, Any]) -> dict[str, Any]:
 def workloads(args: argparse.Namespace) -> list[dict[str, Any]]:
     """train_speed.py's training step and generate_speed.py's four generate calls, per size."""
     tasks = []
-    for size in common.parse_sizes(args.sizes):
-        base = {"kind": "ceiling", "size": size, "vocab_size": args.vocab_size, "repeats": args.repeats}
+    for size in args.sizes:
         tasks.append(
             {
-                **base,
+                "size": size,
                 "workload": "train",
                 "beams": 0,
                 "batch_size": args.train_batch_size,
@@ -202,7 +202,7 @@ def workloads(args: argparse.Namespace) -> list[dict[str, Any]]:
             for batch in (1, args.generate_batch_size):
                 tasks.append(
                     {
-                        **base,
+                        "size": size,
                         "workload": "generate",
                         "beams": beams,
                         "batch_size": batch,
@@ -210,7 +210,7 @@ def workloads(args: argparse.Namespace) -> list[dict[str, Any]]:
                         "target_length": args.new_tokens,
                     }
                 )
-    return [{**task, "threads": args.threads} for task in tasks]
+    return tasks
 
 
 def measured(measurements: dict[str, Any] | None, task: dict[str, Any], system: str) -> float | None:
@@ -226,71 +226,38 @@ def measured(measurements: dict[str, Any] | None, task: dict[str, Any], system: 
     return common.spread(values)["median"] if values else None
 
 
-def report(args: argparse.Namespace, tasks: list[dict[str, Any]], results: list[dict[str, Any]]) -> str:
-    peak = common.best_peak(common.select(results, kind="peak"))
+def report_table(args: argparse.Namespace, outcome: common.Outcome) -> str:
+    """Per workload: the ceiling (the best round), and what ours and Marian reached in the given JSON files."""
     speeds = {
         "train": None if args.train_json is None else json.loads(args.train_json.read_text()),
         "generate": None if args.generate_json is None else json.loads(args.generate_json.read_text()),
     }
-    headers = [
-        "size",
-        "workload",
-        "batch",
-        "matmuls",
-        "GFLOP",
-        "matmul-only s",
-        "ceiling tok/s",
-        "ceiling MFU",
-        "ours tok/s",
-        "ours / ceiling",
-        "Marian tok/s",
-        "Marian / ceiling",
-        "ceiling / Marian",
-    ]
+    headers = ["size", "workload", "batch", "matmuls", "GFLOP", "matmul-only s", "ceiling tok/s", "ceiling MFU"]
+    headers += ["ours tok/s", "ours / ceiling", "Marian tok/s", "Marian / ceiling", "ceiling / Marian"]
     rows = []
-    for task in tasks:
-        runs = common.select(
-            results,
-            kind="ceiling",
-            size=task["size"],
-            workload=task["workload"],
-            beams=task["beams"],
-            batch_size=task["batch_size"],
-        )
-        name = (
-            "train step"
-            if task["workload"] == "train"
-            else ("greedy" if task["beams"] == 1 else f"beam-{task['beams']}")
-        )
+    for task in outcome.summary:
+        beams = task["beams"]
+        name = "train step" if task["workload"] == "train" else ("greedy" if beams == 1 else f"beam-{beams}")
         labels = [task["size"], name, task["batch_size"]]
-        stats = common.summarize(runs, ["seconds", "tokens_per_second"])
+        stats = task["systems"][CEILING]
         if "error" in stats:
             rows.append(common.failed_row(labels, stats["error"], len(headers)))
             continue
-        best = min(runs, key=lambda r: r["seconds"])
+        fields = {key: value for key, value in task.items() if key != "systems"}
+        best = min(common.select(outcome.results, kind="ceiling", **fields), key=lambda r: r["seconds"])
         ceiling = best["tokens_per_second"]
-        measurements = speeds["train" if task["workload"] == "train" else "generate"]
-        ours, marian = (measured(measurements, task, system) for system in ("ours", "marian"))
+        ours, marian = (measured(speeds[task["workload"]], task, system) for system in ("ours", "marian"))
         cells = [best["matmuls"], f"{best['flops'] / 1e9:.1f}", f"{best['seconds']:.3f}", f"{ceiling:.0f}"]
-        cells.append(f"{best['flops'] / best['seconds'] / peak['flops']:.1%}")
+        cells.append(f"{best['flops'] / best['seconds'] / outcome.peak['flops']:.1%}")
         for speed in (ours, marian):
             cells += ["-", "-"] if speed is None else [f"{speed:.0f}", f"{speed / ceiling:.0%}"]
         cells.append("-" if marian is None else f"{ceiling / marian:.2f}x")
         rows.append([*labels, *cells])
-    return "\n\n".join(
-        [
-            common.machine_line(peak, args.peak_size),
-            f"Ceiling = the best time over {args.rounds} round(s) of the workload's matmuls alone (best of "
-            f"{args.repeats} per process); train step: batch {args.train_batch_size} x ({args.train_length} + "
-            f"{args.train_length}) tokens, forward and backward; generate: {args.source_length} source tokens, "
-            f"{args.new_tokens} new tokens per sentence, vocabulary {args.vocab_size}",
-            common.markdown_table(headers, rows),
-        ]
-    )
+    return common.markdown_table(headers, rows)
 
 
 def main() -> None:
-    common.serve_worker_if_asked({"peak": common.measure_peak, "ceiling": measure_ceiling})
+    common.serve_worker_if_asked({"ceiling": measure_ceiling})
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     common.add_common_arguments(parser, rounds=3)
     common.add_peak_argument(parser)
@@ -304,11 +271,22 @@ def main() -> None:
     parser.add_argument("--train-json", type=Path, help="a train_speed.py --json file to compare with")
     parser.add_argument("--generate-json", type=Path, help="a generate_speed.py --json file to compare with")
     args = parser.parse_args()
-    tasks = workloads(args)
-    results = common.run_interleaved(__file__, [common.peak_task(args), *tasks], args.rounds)
-    text = report(args, tasks, results)
-    print(text)
-    common.write_json(args.json, {"args": vars(args), "machine": common.machine(), "results": results, "report": text})
+    plan = common.Plan(
+        script=__file__,
+        groups=workloads(args),
+        systems={CEILING: {}},
+        settings={"kind": "ceiling", "vocab_size": args.vocab_size, "repeats": args.repeats},
+        fields=("seconds", "tokens_per_second"),
+        peak=common.cpu_peak(args),
+    )
+    outcome = common.execute(plan, args.rounds, args.threads)
+    setup = (
+        f"Ceiling = the best time over {args.rounds} round(s) of the workload's matmuls alone (best of "
+        f"{args.repeats} per process); train step: batch {args.train_batch_size} x ({args.train_length} + "
+        f"{args.train_length}) tokens, forward and backward; generate: {args.source_length} source tokens, "
+        f"{args.new_tokens} new tokens per sentence, vocabulary {args.vocab_size}"
+    )
+    common.publish(args, outcome, [setup, report_table(args, outcome)])
 
 
 if __name__ == "__main__":

@@ -1,12 +1,12 @@
 """Training-step speed: ours against MarianMTModel and torch.nn.Transformer at the same dimensions.
 
 One step is forward, loss, backward and an Adam step (the paper's betas 0.9, 0.98 and eps 1e-9), in train mode
-(dropout 0.1), on random token ids. The default batch, 32 pairs of 64 source and 64 target tokens (2048 + 2048
-tokens), is close to one GPU's share of the paper's batches (about 25000 source and 25000 target tokens over
-8 GPUs: about 3100 + 3100). Each measurement is a fresh process that builds one model, runs `--warmup` untimed
-steps and `--steps` timed ones; the systems alternate (A B C A B C ...) over `--rounds` rounds, each round opened
-by a fp32 matmul peak measurement. Before the rounds, one process per size checks that the three systems, given
-one set of weights, compute the same logits.
+(dropout as the size's preset: 0.1 for tiny, small and base, 0.3 for big), on random token ids. The default batch,
+32 pairs of 64 source and 64 target tokens (2048 + 2048 tokens), is close to one GPU's share of the paper's batches
+(about 25000 source and 25000 target tokens over 8 GPUs: about 3100 + 3100). Each measurement is a fresh process
+that builds one model, runs `--warmup` untimed steps and `--steps` timed ones; the systems alternate (A B C A B C
+...) over `--rounds` rounds, each round opened by a fp32 matmul peak measurement. Before the rounds, one process per
+size checks that the three systems, given one set of weights, compute the same logits.
 
 Reported per size and system: target tokens per second (median, min, max over rounds), peak RSS of the process
 and its increase over the RSS after building the model (gradients, Adam state, activations), model FLOP/s and MFU
@@ -19,42 +19,56 @@ is faster) and of the memory increase (< 1: ours uses less).
 """
 
 import argparse
+from collections.abc import Callable
 from typing import Any
 
 import common
+import systems
 import torch
+from torch import nn
 
-SYSTEMS = ("ours", "marian", "torch")
+from modeling_vanilla import VanillaConfig
+
+SYSTEMS = {systems.SYSTEM_NAMES[name]: {"system": name} for name in ("ours", "marian", "torch")}
+PAIRS = [("ours", "MarianMTModel"), ("ours", "nn.Transformer")]
+
+
+def training_step(model: nn.Module, config: VanillaConfig, task: dict[str, Any]) -> Callable[[], float]:
+    """A training step on one random batch of the task's shape: forward and loss (under the task's autocast),
+    backward, Adam (the paper's betas and eps); it returns the loss, which waits for the step's GPU work."""
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9)
+    device = next(model.parameters()).device
+    batch, source, target = task["batch_size"], task["source_length"], task["target_length"]
+    ids = systems.random_ids(batch, source, config.vocab_size, config.eos_token_id).to(device)
+    mask = torch.ones_like(ids)
+    labels = systems.random_ids(batch, target, config.vocab_size, config.eos_token_id).to(device)
+
+    def step() -> float:
+        optimizer.zero_grad(set_to_none=True)
+        with common.autocast(task):
+            loss = model(input_ids=ids, attention_mask=mask, labels=labels).loss
+        loss.backward()
+        optimizer.step()
+        return loss.item()
+
+    return step
 
 
 def measure_training(task: dict[str, Any]) -> dict[str, Any]:
     """Worker: tokens per second, step seconds and memory of training steps of one system."""
-    config = common.vanilla_config(task["size"], task["vocab_size"])
-    model = common.build_model(task["system"], config, task["attn"]).train()
-    optimizer = torch.optim.Adam(model.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9)
-    batch, source, target = task["batch_size"], task["source_length"], task["target_length"]
-    ids = common.random_ids(batch, source, config.vocab_size, config.eos_token_id)
-    mask = torch.ones_like(ids)
-    labels = common.random_ids(batch, target, config.vocab_size, config.eos_token_id)
-    losses = []
-
-    def step() -> None:
-        optimizer.zero_grad(set_to_none=True)
-        loss = model(input_ids=ids, attention_mask=mask, labels=labels).loss
-        loss.backward()
-        optimizer.step()
-        losses.append(loss.item())
-
-    with common.PeakMemory() as memory:
-        seconds = common.timed(step, task["warmup"], task["steps"])
+    config = VanillaConfig.from_preset(task["size"], vocab_size=task["vocab_size"])
+    model = systems.build_model(task["system"], config, task["attn"], task["device"]).train()
+    step, losses = training_step(model, config, task), []
+    with common.memory_probe(task["device"]) as memory:
+        seconds = common.timed(lambda: losses.append(step()), task["warmup"], task["steps"])
     if not all(torch.isfinite(torch.tensor(losses))):
         raise RuntimeError(f"non-finite training loss: {losses}")
     step_seconds = sum(seconds) / len(seconds)
-    flops = common.training_flops(config, batch, source, target)
+    batch, source, target = task["batch_size"], task["source_length"], task["target_length"]
     return {
         "tokens_per_second": batch * target / step_seconds,
-        "step_seconds": step_seconds,
-        "flops_per_second": flops / step_seconds,
+        "seconds": step_seconds,
+        "flops_per_second": common.training_flops(config, batch, source, target) / step_seconds,
         **memory.result(),
     }
 
@@ -73,102 +87,44 @@ def parse_args() -> argparse.Namespace:
 
 
 def main() -> None:
-    common.serve_worker_if_asked(
-        {"peak": common.measure_peak, "check": common.check_same_function, "train": measure_training}
-    )
+    common.serve_worker_if_asked({"check": systems.check_same_function, "train": measure_training})
     args = parse_args()
-    common.use_threads(args.threads)
-    sizes = common.parse_sizes(args.sizes)
-    shared = {"vocab_size": args.vocab_size, "attn": args.attn, "threads": args.threads}
-    checks = {size: common.run_fresh(__file__, {"kind": "check", "size": size, **shared}) for size in sizes}
-    common.require_same_function(checks)
-    tasks = [common.peak_task(args)] + [
-        {
+    shared = {"vocab_size": args.vocab_size, "attn": args.attn}
+    plan = common.Plan(
+        script=__file__,
+        groups=[{"size": size} for size in args.sizes],
+        systems=SYSTEMS,
+        settings={
             "kind": "train",
-            "size": size,
-            "system": system,
             "batch_size": args.batch_size,
             "source_length": args.source_length,
             "target_length": args.target_length,
             "warmup": args.warmup,
             "steps": args.steps,
+            "device": "cpu",
+            "dtype": "float32",
             **shared,
-        }
-        for size in sizes
-        for system in SYSTEMS
-    ]
-    results = common.run_interleaved(__file__, tasks, args.rounds)
-    peak = common.best_peak(common.select(results, kind="peak"))
-    fields = ("tokens_per_second", "step_seconds", "flops_per_second", "peak_mib", "delta_mib")
-    summary = {
-        size: {system: common.summarize(common.select(results, size=size, system=system), fields) for system in SYSTEMS}
-        for size in sizes
-    }
-    rows, ratio_rows = [], []
-    for size in sizes:
-        for system, stats in summary[size].items():
-            if "error" in stats:
-                rows.append(common.failed_row([size, common.SYSTEM_NAMES[system]], stats["error"], 10))
-                continue
-            speed, flops = stats["tokens_per_second"], stats["flops_per_second"]["median"]
-            rows.append(
-                [
-                    size,
-                    common.SYSTEM_NAMES[system],
-                    f"{speed['median']:.0f}",
-                    f"{speed['min']:.0f}",
-                    f"{speed['max']:.0f}",
-                    f"{stats['step_seconds']['median'] * 1000:.0f}",
-                    f"{stats['peak_mib']['median']:.0f}",
-                    f"{stats['delta_mib']['median']:.0f}",
-                    f"{flops / 1e9:.1f}",
-                    f"{100 * flops / peak['flops']:.1f}%",
-                ]
-            )
-        for other in ("marian", "torch"):
-            ours, theirs = summary[size]["ours"], summary[size][other]
-            ratio_rows.append(
-                [
-                    size,
-                    f"ours / {common.SYSTEM_NAMES[other]}",
-                    common.ratio(ours, theirs, "tokens_per_second"),
-                    common.ratio(ours, theirs, "delta_mib"),
-                ]
-            )
-    headers = [
-        "size",
-        "system",
-        "target tok/s (median)",
-        "min",
-        "max",
-        "step ms",
-        "peak RSS MiB",
-        "+ over model MiB",
-        "GFLOP/s",
-        "MFU",
-    ]
-    table = common.markdown_table(headers, rows)
-    ratios = common.markdown_table(["size", "pair", "tokens/s ratio", "memory increase ratio"], ratio_rows)
+        },
+        fields=common.THROUGHPUT_FIELDS,
+        checks={size: {"size": size, **shared} for size in args.sizes},
+        peak=common.cpu_peak(args),
+    )
+    outcome = common.execute(plan, args.rounds, args.threads)
+    labels = {"size": "size"}
+    step = ("step ms", 1000)
+    columns = common.throughput_columns("target tok/s", step, "RSS", {"MFU": outcome.peak["flops"]})
+    ratios = {"tokens/s ratio": "tokens_per_second", "memory increase ratio": "delta_mib"}
     setup = (
         f"Training step (forward + backward + Adam), batch {args.batch_size} x {args.source_length} source + "
         f"{args.target_length} target tokens, vocabulary {args.vocab_size}, attention {args.attn} (nn.Transformer: "
-        f"its own), {args.warmup} warm-up + {args.steps} timed steps per process, {args.rounds} rounds; sizes: "
-        + "; ".join(common.describe_size(size) for size in sizes)
+        f"its own), {args.warmup} warm-up + {args.steps} timed steps per process, {args.rounds} rounds; "
+        + common.describe_sizes(args.sizes)
     )
-    report = "\n\n".join([common.machine_line(peak, args.peak_size), setup, table, ratios, common.check_line(checks)])
-    print(report)
-    common.write_json(
-        args.json,
-        {
-            "args": vars(args),
-            "machine": common.machine(),
-            "peak": peak,
-            "checks": checks,
-            "summary": summary,
-            "results": results,
-            "report": report,
-        },
-    )
+    tables = [
+        common.system_table(outcome.summary, labels, columns),
+        common.ratio_table(outcome.summary, labels, PAIRS, ratios),
+    ]
+    common.publish(args, outcome, [setup, *tables])
 
 
 if __name__ == "__main__":

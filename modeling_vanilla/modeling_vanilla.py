@@ -29,9 +29,9 @@ Fidelity notes: every place where this code differs from the paper, or decides w
   own, initialised like the embedding, while the encoder and decoder keep sharing one embedding matrix.
 - The decoder starts from `<s>` (`decoder_start_token_id`); the paper does not name its start symbol. Marian
   checkpoints start from `<pad>`, which is only a different `decoder_start_token_id`.
-- The positional encoding is computed on the fly for the positions at hand, in float64 and then cast to float32:
-  no learned table, no maximum length, nothing to restore after loading (transformers builds models on the meta
-  device).
+- The positional encoding is the formula, computed in float64 (then cast to float32) into a table on first use and
+  grown as longer sequences come: nothing learned, no maximum length, nothing saved or restored after loading
+  (transformers builds models on the meta device).
 - Marian option `activation_function="swish"` (OPUS-MT's FFN activation) exists only to represent Marian
   checkpoints (`convert_marian.py`); the default is the paper's "relu".
 - Marian option `positional_encoding_layout="sin_then_cos"` (all sines, then all cosines: the paper's values with

@@ -1,71 +1,71 @@
-"""Independent oracle: PyTorch's own post-LN Transformer layers, with our weights copied in, give our hidden states."""
+"""Independent oracle: PyTorch's own post-LN Transformer layers, with our weights copied in
+(`modeling_vanilla.export_torch`), give our hidden states, logits and loss."""
 
+import pytest
 import torch
-from torch import nn
 
-from tiny import padded_batch, tiny_model
+from modeling_vanilla.export_torch import export_torch
 
-
-def _copy_attention(ours, theirs: nn.MultiheadAttention) -> None:
-    theirs.in_proj_weight.copy_(torch.cat([ours.q_proj.weight, ours.k_proj.weight, ours.v_proj.weight]))
-    theirs.in_proj_bias.copy_(torch.cat([ours.q_proj.bias, ours.k_proj.bias, ours.v_proj.bias]))
-    theirs.out_proj.weight.copy_(ours.out_proj.weight)
-    theirs.out_proj.bias.copy_(ours.out_proj.bias)
+from helpers import padded_batch, tiny_model
 
 
-def _copy_feed_forward(ours, theirs) -> None:
-    theirs.linear1.load_state_dict(ours.feed_forward.fc1.state_dict())
-    theirs.linear2.load_state_dict(ours.feed_forward.fc2.state_dict())
-
-
-def _torch_layer(kind, config):
-    return kind(
-        config.d_model,
-        config.encoder_attention_heads,
-        dim_feedforward=config.encoder_ffn_dim,
-        dropout=0.0,
-        activation="relu",
-        batch_first=True,
-        norm_first=False,
-    ).eval()
+def _decoder_ids(seed: int = 7) -> torch.Tensor:
+    return torch.randint(4, 64, (3, 7), generator=torch.Generator().manual_seed(seed))
 
 
 def test_encoder_and_decoder_match_torch_nn_transformer_layers():
     model = tiny_model(std=0.2)
-    config = model.config
+    exported = export_torch(model).eval()
     ids, mask = padded_batch()
-    decoder_ids = torch.randint(4, 64, (3, 7), generator=torch.Generator().manual_seed(7))
-
-    encoder_layers, decoder_layers = [], []
+    decoder_ids = _decoder_ids()
+    padding = mask == 0
     with torch.no_grad():
-        for ours in model.model.encoder.layers:
-            theirs = _torch_layer(nn.TransformerEncoderLayer, config)
-            _copy_attention(ours.self_attn, theirs.self_attn)
-            _copy_feed_forward(ours, theirs)
-            theirs.norm1.load_state_dict(ours.self_attn_norm.state_dict())
-            theirs.norm2.load_state_dict(ours.feed_forward_norm.state_dict())
-            encoder_layers.append(theirs)
-        for ours in model.model.decoder.layers:
-            theirs = _torch_layer(nn.TransformerDecoderLayer, config)
-            _copy_attention(ours.self_attn, theirs.self_attn)
-            _copy_attention(ours.cross_attn, theirs.multihead_attn)
-            _copy_feed_forward(ours, theirs)
-            theirs.norm1.load_state_dict(ours.self_attn_norm.state_dict())
-            theirs.norm2.load_state_dict(ours.cross_attn_norm.state_dict())
-            theirs.norm3.load_state_dict(ours.feed_forward_norm.state_dict())
-            decoder_layers.append(theirs)
-
-        padding = mask == 0
-        memory = model.model.encoder.embed(ids, None, past_length=0, name="input_ids")
-        for layer in encoder_layers:
-            memory = layer(memory, src_key_padding_mask=padding)
-        target = model.model.decoder.embed(decoder_ids, None, past_length=0, name="decoder_input_ids")
-        causal = nn.Transformer.generate_square_subsequent_mask(decoder_ids.shape[1])
-        for layer in decoder_layers:
-            target = layer(target, memory, tgt_mask=causal, tgt_is_causal=True, memory_key_padding_mask=padding)
-
+        memory = exported.encode(ids, padding)
+        target = exported.decode(decoder_ids, memory, padding)
         ours = model.model(input_ids=ids, attention_mask=mask, decoder_input_ids=decoder_ids)
 
     keep = mask.bool()
     assert torch.allclose(ours.encoder_last_hidden_state[keep], memory[keep], atol=1e-5)
     assert torch.allclose(ours.last_hidden_state, target, atol=1e-5)
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        {},
+        # The options that represent Marian checkpoints.
+        {"positional_encoding_layout": "sin_then_cos", "add_final_logits_bias": True, "activation_function": "swish"},
+        # Decoder shaped unlike the encoder, embeddings not scaled.
+        {"decoder_layers": 1, "decoder_attention_heads": 2, "decoder_ffn_dim": 48, "scale_embedding": False},
+    ],
+    ids=["paper", "marian-options", "asymmetric"],
+)
+def test_exported_torch_transformer_gives_our_logits_and_loss(overrides):
+    model = tiny_model(std=0.2, **overrides)
+    if model.config.add_final_logits_bias:
+        model.final_logits_bias.normal_(0.0, 1.0)
+    exported = export_torch(model)
+    assert not exported.training
+    ids, mask = padded_batch()
+    labels = _decoder_ids(seed=8)
+    labels[1, 5:] = -100
+    with torch.no_grad():
+        ours = model(input_ids=ids, attention_mask=mask, labels=labels)
+        theirs = exported(input_ids=ids, attention_mask=mask, labels=labels)
+
+    assert theirs.logits.shape == ours.logits.shape == (3, 7, 64)
+    assert torch.allclose(theirs.logits, ours.logits, atol=1e-5)
+    assert torch.allclose(theirs.loss, ours.loss, atol=1e-6)
+
+
+def test_export_keeps_the_models_mode_and_dtype():
+    model = tiny_model().train().to(torch.float64)
+    exported = export_torch(model)
+    assert exported.training
+    assert exported.embedding.weight.dtype == torch.float64
+    assert torch.equal(exported.embedding.weight, model.model.shared.weight)
+
+
+def test_untied_output_layer_is_refused_by_name():
+    with pytest.raises(ValueError, match="tie_word_embeddings=False"):
+        export_torch(tiny_model(tie_word_embeddings=False))
