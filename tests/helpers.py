@@ -108,7 +108,7 @@ def toy_run_args(files: dict[str, Path], output_dir: Path, **options) -> list[st
     for split, path in files.items():
         args += [f"--{split}-file", str(path)]
     for name, value in settings.items():
-        args += [f"--{name.replace('_', '-')}", str(value)]
+        args += [f"--{name.replace('_', '-')}"] + ([] if value is True else [str(value)])  # True: a flag
     return args
 
 

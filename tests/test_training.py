@@ -158,8 +158,18 @@ def test_local_bleu_module_equals_sacrebleu():
     assert "version:" in ours["signature"]
 
 
+ROOT = Path(__file__).resolve().parents[1]
+LAUNCHERS = {  # what users type: torchrun, and accelerate's launcher with the shipped configuration file
+    "torchrun": [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port"],
+    "accelerate": [sys.executable, "-m", "accelerate.commands.launch", "--config_file",
+                   str(ROOT / "training" / "accelerate_multi_gpu.yaml"), "--num_processes", "2",
+                   "--main_process_port"],
+}  # fmt: skip
+
+
 @pytest.mark.slow
-def test_two_processes_give_the_weights_of_one_with_the_same_global_batch(tmp_path):
+@pytest.mark.parametrize("launcher", LAUNCHERS)
+def test_two_processes_give_the_weights_of_one_with_the_same_global_batch(tmp_path, launcher):
     files = write_toy_corpus(tmp_path, {"train": 300, "validation": 10})
     tokenizer_dir = tmp_path / "tokenizer"
     train_joint_bpe([line for line in files["train"].read_text().splitlines()], vocab_size=100).save_pretrained(
@@ -172,8 +182,7 @@ def test_two_processes_give_the_weights_of_one_with_the_same_global_batch(tmp_pa
     one, two = tmp_path / "one", tmp_path / "two"
     single = toy_run_args(files, one, **options, gradient_accumulation_steps=2)
     subprocess.run([sys.executable, "-m", "training.train", *single], check=True, env=env, timeout=600)
-    launcher = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port"]
-    parallel = [*launcher, str(free_port()), "-m", "training.train", *toy_run_args(files, two, **options)]
+    parallel = [*LAUNCHERS[launcher], str(free_port()), "-m", "training.train", *toy_run_args(files, two, **options)]
     done = subprocess.run(parallel, env=env, timeout=600, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-3000:]
     assert json.loads((two / "final" / "training_results.json").read_text())["processes"] == 2
@@ -229,3 +238,17 @@ def test_a_tokenizer_left_in_the_run_folder_is_not_silently_reused(tmp_path):
     train_joint_bpe(WORDS.values(), vocab_size=40).save_pretrained(run)  # a stale tokenizer of another run
     main(toy_run_args(files, run, max_steps=1, vocab_size=90, size="tiny", model_config="{}", bleu_sentences=0))
     assert len(AutoTokenizer.from_pretrained(run)) > 40
+
+
+def test_mixed_precision_runs_where_the_hardware_has_it_and_is_refused_by_name_elsewhere(tmp_path, capsys):
+    files = write_toy_corpus(tmp_path, {"train": 100, "validation": 10})
+    tiny = {"size": "tiny", "model_config": "{}", "max_steps": 2, "eval_steps": 5, "bleu_sentences": 0}
+    results = main(toy_run_args(files, tmp_path / "bf16", bf16=True, **tiny))  # CPUs have bfloat16 autocast
+    assert results["precision"] == "bf16"
+    losses = [entry["loss"] for entry in results["log_history"] if "loss" in entry]
+    assert losses and all(0 < loss < 20 for loss in losses)
+    if not torch.cuda.is_available():
+        with pytest.raises(SystemExit):
+            main(toy_run_args(files, tmp_path / "fp16", fp16=True, **tiny))
+        assert "--fp16 needs a CUDA GPU, and this machine has none" in capsys.readouterr().err
+        assert not (tmp_path / "fp16").exists()

@@ -1,14 +1,22 @@
-"""The data of a training run: its splits (the built-in corpus, the user's files or a `datasets` dataset), and their
-token ids, computed by `datasets` in batches, kept on disk in Arrow files, and cached between runs."""
+"""The data of a training run: its splits (the built-in corpus, the user's files or a `datasets` dataset), the joint
+BPE tokenizer and the token ids, computed by `datasets` in batches and kept on disk in Arrow files. Memory stays
+bounded whatever the corpus size: no split is held as Python objects, and the tokenizer learns from a stream.
+
+Both the tokenizer and the token ids are cached beside the split's own Arrow files, under a key of the data and the
+settings: a second run over the same data, and every other process of a data-parallel run, reads them instead of
+computing them again.
+"""
 
 from collections.abc import Iterator
 from pathlib import Path
 
 import datasets
 import numpy as np
-from transformers import PreTrainedTokenizerBase
+from datasets.fingerprint import Hasher
+from transformers import AutoTokenizer, PreTrainedTokenizerBase
 
 from .data import load_corpus
+from .tokenizer import train_joint_bpe
 
 # The column of each tokenized pair that token-budget batching reads: the longer side, in tokens.
 LENGTH = "length"
@@ -75,6 +83,34 @@ def joint_texts(split: datasets.Dataset, source: str, target: str, batch_size: i
             yield from sides(split[start : start + batch_size], source, target)[index]
 
 
+def joint_bpe(
+    split: datasets.Dataset,
+    source: str,
+    target: str,
+    vocab_size: int,
+    model_max_length: int,
+    sample: int | None = None,
+    seed: int = 0,
+) -> PreTrainedTokenizerBase:
+    """The joint BPE of the split's sentences, or of `sample` pairs drawn from it with `seed` (for corpora of
+    millions of pairs, whose merges a sample already gives), read from the cache when it holds one."""
+    settings = (split._fingerprint, source, target, vocab_size, model_max_length, sample, seed)
+    cache = cache_dir(split) / f"vanilla-bpe-{Hasher.hash(settings)}" if split.cache_files else None
+    if cache is not None and (cache / "tokenizer.json").is_file():
+        return AutoTokenizer.from_pretrained(cache)
+    if sample is not None and sample < len(split):
+        split = split.select(np.sort(np.random.default_rng(seed).choice(len(split), sample, replace=False)))
+    tokenizer = train_joint_bpe(joint_texts(split, source, target), vocab_size, model_max_length=model_max_length)
+    if cache is not None:
+        tokenizer.save_pretrained(cache)
+    return tokenizer
+
+
+def cache_dir(split: datasets.Dataset) -> Path:
+    """The folder of the split's Arrow files (in `datasets`' cache), where what is derived from it is cached too."""
+    return Path(split.cache_files[0]["filename"]).parent
+
+
 def tokenize(
     split: datasets.Dataset,
     tokenizer: PreTrainedTokenizerBase,
@@ -82,9 +118,11 @@ def tokenize(
     target: str,
     max_length: int,
     name: str,
+    num_proc: int | None = None,
 ) -> datasets.Dataset:
-    """`input_ids`, `labels` and `length` (the longer side) of every pair, in the split's order; pairs with an empty
-    side or longer than `max_length` tokens are left out, and counted aloud."""
+    """`input_ids`, `labels` and `length` (the longer side) of every pair, in the split's order, computed by
+    `num_proc` processes; pairs with an empty side or longer than `max_length` tokens are left out, and counted
+    aloud. The result is cached under a key of the split, the tokenizer and the languages."""
 
     def encode(batch: dict[str, list]) -> dict[str, list]:
         sources, targets = sides(batch, source, target)
@@ -96,7 +134,15 @@ def tokenize(
             "empty": [not a.strip() or not b.strip() for a, b in zip(sources, targets, strict=True)],
         }
 
-    encoded = split.map(encode, batched=True, remove_columns=split.column_names, desc=f"tokenizing {name}")
+    key = Hasher.hash((split._fingerprint, tokenizer.backend_tokenizer.to_str(), source, target, "tokenize-v1"))
+    encoded = split.map(
+        encode,
+        batched=True,
+        remove_columns=split.column_names,
+        num_proc=num_proc,
+        new_fingerprint=key,
+        desc=f"tokenizing {name}",
+    )
     columns = encoded.with_format("numpy", columns=[LENGTH, "empty"])[:]
     empty, too_long = columns["empty"], ~columns["empty"] & (columns[LENGTH] > max_length)
     print(
@@ -109,7 +155,7 @@ def tokenize(
 
 def lengths(tokenized: datasets.Dataset) -> np.ndarray:
     """The `length` column of a tokenized split, read from Arrow as a numpy array."""
-    return tokenized.with_format("numpy", columns=[LENGTH])[LENGTH]
+    return tokenized.with_format("numpy", columns=[LENGTH])[:][LENGTH]
 
 
 def data_origin(pair: str, files: dict[str, str] | None, dataset_name: str | None, dataset_config: str | None) -> dict:

@@ -45,7 +45,6 @@ from .batching import TokenBudgetBatchSampler
 from .card import environment, render_card
 from .evaluation import corpus_bleu, translate
 from .plot import plot_training
-from .tokenizer import train_joint_bpe
 from .trainer import TranslationTrainer
 
 ModelFactory = Callable[[VanillaConfig], PreTrainedModel]
@@ -72,12 +71,22 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--dataset-config")
     parser.add_argument("--model-name-or-path", help="fine-tune this model (folder or Hub id) with its tokenizer")
     parser.add_argument("--tokenizer", help="an existing tokenizer folder instead of training a joint BPE")
+    parser.add_argument(
+        "--tokenizer-sample",
+        type=int,
+        default=1_000_000,
+        help="train the joint BPE on at most this many pairs, drawn at random (default: 1,000,000)",
+    )
+    parser.add_argument("--num-proc", type=int, help="processes that tokenize the data (default: one)")
     parser.add_argument("--resume-from-checkpoint", help="a checkpoint folder, or 'last' for the newest one")
     parser.add_argument("--size", choices=sorted(PRESETS), help="a named model size (default: the recipe's)")
     for field in dataclasses.fields(recipe.Recipe):
         if field.type in (int, float):
             parser.add_argument(f"--{field.name.replace('_', '-')}", type=field.type, help="overrides the preset")
     parser.add_argument("--model-config", type=json.loads, default={}, help="JSON overriding the model size's fields")
+    precision = parser.add_mutually_exclusive_group()
+    precision.add_argument("--bf16", action="store_true", help="bfloat16 mixed precision (CPU, or a GPU that has it)")
+    precision.add_argument("--fp16", action="store_true", help="float16 mixed precision (CUDA GPUs)")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--test-beams", type=int, help="beam size for the test set (default: the paper's, 4)")
     parser.add_argument("--test-limit", type=int, help="translate only the first N test sentences")
@@ -92,7 +101,18 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         )
     if args.train_file and not args.validation_file:
         parser.error("--train-file needs --validation-file (validation loss and BLEU are measured on it)")
+    if problem := mixed_precision_problem(args):
+        parser.error(problem)
     return args
+
+
+def mixed_precision_problem(args: argparse.Namespace) -> str | None:
+    """Why this machine cannot train with the precision asked for (`--bf16`, `--fp16`), or None."""
+    if args.fp16 and not torch.cuda.is_available():
+        return "--fp16 needs a CUDA GPU, and this machine has none; on a CPU, --bf16 trains in mixed precision"
+    if args.bf16 and torch.cuda.is_available() and not torch.cuda.is_bf16_supported():
+        return f"--bf16: this GPU ({torch.cuda.get_device_name()}) has no bfloat16; use --fp16"
+    return None
 
 
 def run_recipe(args: argparse.Namespace) -> recipe.Recipe:
@@ -143,8 +163,14 @@ def load_or_train_tokenizer(
                 "for: resume a run with its own settings"
             )
         return tokenizer
-    texts = preprocess.joint_texts(train_split, *languages(args))
-    tokenizer = train_joint_bpe(texts, config.vocab_size, model_max_length=config.max_position_embeddings)
+    tokenizer = preprocess.joint_bpe(
+        train_split,
+        *languages(args),
+        config.vocab_size,
+        config.max_position_embeddings,
+        sample=args.tokenizer_sample,
+        seed=args.seed,
+    )
     tokenizer.save_pretrained(output_dir)  # the first thing written: all inputs have been checked
     return tokenizer
 
@@ -156,8 +182,10 @@ def prepare_data(
     source, target = languages(args)
     splits = preprocess.load_splits(args.pair, data_files(args), args.dataset_name, args.dataset_config)
     tokenizer = load_or_train_tokenizer(args, splits["train"], config, is_main)
-    train_set = preprocess.tokenize(splits["train"], tokenizer, source, target, run.max_length, "train")
-    validation = preprocess.tokenize(splits["validation"], tokenizer, source, target, run.max_length, "validation")
+    train_set, validation = (
+        preprocess.tokenize(splits[name], tokenizer, source, target, run.max_length, name, num_proc=args.num_proc)
+        for name in ("train", "validation")
+    )
     return splits, tokenizer, train_set, validation
 
 
@@ -223,6 +251,8 @@ def training_arguments(
         seed=args.seed,
         ddp_find_unused_parameters=False,
         use_cpu=not torch.accelerator.is_available(),  # on CPU, data parallelism (gloo) needs it
+        bf16=args.bf16,
+        fp16=args.fp16,
     )
 
 
@@ -332,6 +362,7 @@ def run_results(
         "preset": args.preset,
         "recipe": dataclasses.asdict(run),
         "processes": trainer.args.world_size,
+        "precision": "bf16" if args.bf16 else "fp16" if args.fp16 else "fp32",
         "train_seconds": round(train_seconds),
         "languages": {"source": source, "target": target},
         "data": {
