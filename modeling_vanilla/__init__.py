@@ -9,6 +9,7 @@ this package is not installed). `TranslationPipeline` is `pipeline("translation"
 from transformers import AutoConfig, AutoModel, AutoModelForSeq2SeqLM
 
 from .configuration_vanilla import PRESETS, VanillaConfig
+from .gnmt_beam_search import gnmt_beam_search, gnmt_length_penalty
 from .modeling_vanilla import (
     EXTRA_OUTPUT_LENGTH,
     VanillaForConditionalGeneration,
@@ -34,6 +35,8 @@ __all__ = [
     "VanillaForConditionalGeneration",
     "VanillaModel",
     "VanillaPreTrainedModel",
+    "gnmt_beam_search",
+    "gnmt_length_penalty",
     "paper_generation_config",
     "sinusoidal_positional_encoding",
 ]
