@@ -384,9 +384,9 @@ def execute(plan: Plan, rounds: int, threads: int | None) -> Outcome:
     return Outcome(checks, results, peak, summary)
 
 
-def publish(args: argparse.Namespace, outcome: Outcome, sections: Sequence[str], **extra: Any) -> str:
+def publish(args: argparse.Namespace, outcome: Outcome, sections: Sequence[str], **extra: Any) -> None:
     """Prints the report (machine line, `sections`, the checks' line) and writes the JSON of `args.json` (the
-    arguments, machine, peak, checks, summary, raw results, report and `extra`); returns the report."""
+    arguments, machine, peak, checks, summary, raw results, report and `extra`)."""
     parts = [machine_line(outcome.peak), *sections]
     if outcome.checks:
         parts.append(check_line(outcome.checks))
@@ -395,7 +395,6 @@ def publish(args: argparse.Namespace, outcome: Outcome, sections: Sequence[str],
     payload = {"args": vars(args), "machine": machine(), "peak": outcome.peak, "checks": outcome.checks}
     payload |= {"summary": outcome.summary, "results": outcome.results, **extra, "report": report}
     write_json(args.json, payload)
-    return report
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -512,14 +511,10 @@ def system_table(summary: Sequence[dict[str, Any]], labels: dict[str, str], colu
     return markdown_table(headers, rows)
 
 
-def ratio_table(
-    summary: Sequence[dict[str, Any]],
-    labels: dict[str, str],
-    pairs: Sequence[tuple[str, str]],
-    fields: dict[str, str],
-) -> str:
-    """One row per group and pair of systems (numerator, denominator): the ratios of the medians of `fields`
-    (header: result field)."""
+def ratio_table(summary: Sequence[dict[str, Any]], labels: dict[str, str], pairs: Sequence[tuple[str, str]]) -> str:
+    """One row per group and pair of systems (numerator, denominator): the ratios of the medians of tokens/s and of
+    the memory increase."""
+    fields = {"tokens/s ratio": "tokens_per_second", "memory increase ratio": "delta_mib"}
     rows = [
         [*(group[key] for key in labels), f"{mine} / {theirs}"]
         + [ratio(group["systems"][mine], group["systems"][theirs], field) for field in fields.values()]
@@ -527,6 +522,16 @@ def ratio_table(
         for mine, theirs in pairs
     ]
     return markdown_table([*labels.values(), "pair", *fields], rows)
+
+
+def throughput_tables(
+    summary: Sequence[dict[str, Any]],
+    labels: dict[str, str],
+    columns: Sequence[Column],
+    pairs: Sequence[tuple[str, str]],
+) -> list[str]:
+    """A throughput benchmark's two tables: every system's `columns`, and the ratios of `pairs`."""
+    return [system_table(summary, labels, columns), ratio_table(summary, labels, pairs)]
 
 
 # ---------------------------------------------------------------------------------------------------------------

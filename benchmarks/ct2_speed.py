@@ -138,19 +138,14 @@ def main() -> None:
             fields=("tokens_per_second", "seconds", "peak_mib", "delta_mib"),
         )
         outcome = common.execute(plan, args.rounds, args.threads)
-    labels = {"size": "size"}
     columns = common.throughput_columns("new tok/s", ("s per call", 1), "RSS", {})
-    ratios = {"tokens/s ratio": "tokens_per_second", "memory increase ratio": "delta_mib"}
     setup = (
         f"Beam 4 (length penalty 0.6), batch {args.batch_size}, {args.source_length} source tokens, exactly "
         f"{args.new_tokens} new tokens per sentence, vocabulary {args.vocab_size}, {args.warmup} warm-up + "
         f"{args.repeats} timed calls per process, {args.rounds} rounds, ctranslate2 {ctranslate2.__version__}; "
         + common.describe_sizes(args.sizes)
     )
-    tables = [
-        common.system_table(outcome.summary, labels, columns),
-        common.ratio_table(outcome.summary, labels, PAIRS, ratios),
-    ]
+    tables = common.throughput_tables(outcome.summary, {"size": "size"}, columns, PAIRS)
     common.publish(args, outcome, [setup, *tables])
 
 

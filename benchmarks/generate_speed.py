@@ -145,18 +145,13 @@ def main() -> None:
     )
     outcome = common.execute(plan, args.rounds, args.threads)
     labels = {"size": "size", "decoding": "decoding", "batch_size": "batch"}
-    call = ("s per call", 1)
-    columns = common.throughput_columns("new tok/s", call, "RSS", {"MFU": outcome.peak["flops"]})
-    ratios = {"tokens/s ratio": "tokens_per_second", "memory increase ratio": "delta_mib"}
+    columns = common.throughput_columns("new tok/s", ("s per call", 1), "RSS", {"MFU": outcome.peak["flops"]})
     setup = (
         f"generate: {args.source_length} source tokens, exactly {args.new_tokens} new tokens per sentence, vocabulary "
         f"{args.vocab_size}, attention {args.attn}, {args.warmup} warm-up + {args.repeats} timed calls per process, "
         f"{args.rounds} rounds; " + common.describe_sizes(args.sizes)
     )
-    tables = [
-        common.system_table(outcome.summary, labels, columns),
-        common.ratio_table(outcome.summary, labels, [("ours", "MarianMTModel")], ratios),
-    ]
+    tables = common.throughput_tables(outcome.summary, labels, columns, [("ours", "MarianMTModel")])
     common.publish(args, outcome, [setup, *tables])
 
 

@@ -73,16 +73,27 @@ def measure_training(task: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def add_training_arguments(parser: argparse.ArgumentParser, batch_size: int, warmup: int, steps: int) -> None:
+    """The flags of the training workload (train_speed.py's and gpu_check.py's), with these defaults."""
+    parser.add_argument("--batch-size", type=int, default=batch_size, help="sentence pairs per step")
+    parser.add_argument("--source-length", type=int, default=64, help="tokens per source sentence")
+    parser.add_argument("--target-length", type=int, default=64, help="tokens per target sentence")
+    parser.add_argument("--warmup", type=int, default=warmup, help="untimed steps per process")
+    parser.add_argument("--steps", type=int, default=steps, help="timed steps per process")
+
+
+def training_task(args: argparse.Namespace) -> dict[str, Any]:
+    """The task fields of a training measurement, from `add_training_arguments`' flags."""
+    fields = ("batch_size", "source_length", "target_length", "warmup", "steps")
+    return {"kind": "train", **{name: getattr(args, name) for name in fields}}
+
+
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     common.add_common_arguments(parser, rounds=5)
     common.add_peak_argument(parser)
-    parser.add_argument("--batch-size", type=int, default=32, help="sentence pairs per step")
-    parser.add_argument("--source-length", type=int, default=64, help="tokens per source sentence")
-    parser.add_argument("--target-length", type=int, default=64, help="tokens per target sentence")
+    add_training_arguments(parser, batch_size=32, warmup=2, steps=5)
     parser.add_argument("--attn", default="sdpa", choices=("sdpa", "eager"), help="ours' and Marian's attention")
-    parser.add_argument("--warmup", type=int, default=2, help="untimed steps per process")
-    parser.add_argument("--steps", type=int, default=5, help="timed steps per process")
     return parser.parse_args()
 
 
@@ -94,36 +105,20 @@ def main() -> None:
         script=__file__,
         groups=[{"size": size} for size in args.sizes],
         systems=SYSTEMS,
-        settings={
-            "kind": "train",
-            "batch_size": args.batch_size,
-            "source_length": args.source_length,
-            "target_length": args.target_length,
-            "warmup": args.warmup,
-            "steps": args.steps,
-            "device": "cpu",
-            "dtype": "float32",
-            **shared,
-        },
+        settings={**training_task(args), "device": "cpu", "dtype": "float32", **shared},
         fields=common.THROUGHPUT_FIELDS,
         checks={size: {"size": size, **shared} for size in args.sizes},
         peak=common.cpu_peak(args),
     )
     outcome = common.execute(plan, args.rounds, args.threads)
-    labels = {"size": "size"}
-    step = ("step ms", 1000)
-    columns = common.throughput_columns("target tok/s", step, "RSS", {"MFU": outcome.peak["flops"]})
-    ratios = {"tokens/s ratio": "tokens_per_second", "memory increase ratio": "delta_mib"}
+    columns = common.throughput_columns("target tok/s", ("step ms", 1000), "RSS", {"MFU": outcome.peak["flops"]})
     setup = (
         f"Training step (forward + backward + Adam), batch {args.batch_size} x {args.source_length} source + "
         f"{args.target_length} target tokens, vocabulary {args.vocab_size}, attention {args.attn} (nn.Transformer: "
         f"its own), {args.warmup} warm-up + {args.steps} timed steps per process, {args.rounds} rounds; "
         + common.describe_sizes(args.sizes)
     )
-    tables = [
-        common.system_table(outcome.summary, labels, columns),
-        common.ratio_table(outcome.summary, labels, PAIRS, ratios),
-    ]
+    tables = common.throughput_tables(outcome.summary, {"size": "size"}, columns, PAIRS)
     common.publish(args, outcome, [setup, *tables])
 
 

@@ -1,0 +1,102 @@
+"""The CPU benchmarks end to end at the tiny size, one round: same-function checks, fresh worker processes, tables
+and JSON; length_scaling.py's picture; clear errors for bad options. (Values are not judged: tiny runs on a shared
+machine measure noise. benchmarks/README.md has the real runs.)"""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
+ONE_TINY_ROUND = ["--sizes", "tiny", "--rounds", "1", "--threads", "1"]
+
+
+def run_script(script: str, *options: str) -> subprocess.CompletedProcess:
+    command = [sys.executable, str(BENCHMARKS / script), *options]
+    return subprocess.run(command, capture_output=True, text=True, timeout=400)
+
+
+def run_tiny(script: str, json_path: Path, *options: str) -> tuple[dict, str]:
+    done = run_script(script, *ONE_TINY_ROUND, "--json", str(json_path), *options)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(json_path.read_text()), done.stdout
+
+
+def measured_systems(payload: dict) -> list[list[str]]:
+    """The systems of every summary group, after asserting that each was measured with positive values."""
+    for group in payload["summary"]:
+        for name, stats in group["systems"].items():
+            assert "error" not in stats, (name, stats)
+            assert all(stats[field]["min"] > 0 for field in ("seconds", "peak_mib")), (name, stats)
+    return [list(group["systems"]) for group in payload["summary"]]
+
+
+def test_train_speed(tmp_path):
+    options = ["--warmup", "1", "--steps", "1", "--batch-size", "4", "--source-length", "8", "--target-length", "8"]
+    payload, stdout = run_tiny("train_speed.py", tmp_path / "train.json", "--peak-size", "128", *options)
+    assert measured_systems(payload) == [["ours", "MarianMTModel", "nn.Transformer"]]
+    assert payload["peak"]["dtype"] == "float32"
+    assert "| size | system | target tok/s (median) | min | max | step ms | peak RSS MiB |" in stdout
+    assert "| tiny | ours / nn.Transformer |" in stdout
+
+
+def test_generate_speed_checks_identical_tokens(tmp_path):
+    options = ["--batch-sizes", "1", "--source-length", "6", "--new-tokens", "2", "--repeats", "1"]
+    payload, stdout = run_tiny("generate_speed.py", tmp_path / "generate.json", "--peak-size", "128", *options)
+    assert measured_systems(payload) == [["ours", "MarianMTModel"]] * 2
+    assert [group["decoding"] for group in payload["summary"]] == ["greedy", "beam-4"]
+    assert payload["checks"]["tiny"]["same_tokens"] == {"greedy": True, "beam-4": True}
+    assert "greedy tokens identical, beam-4 tokens identical" in stdout
+
+
+def test_length_scaling_and_its_picture(tmp_path):
+    picture = tmp_path / "images" / "length_scaling.png"
+    options = ["--lengths", "16,8", "--repeats", "1", "--plot", str(picture)]
+    payload, stdout = run_tiny("length_scaling.py", tmp_path / "lengths.json", *options)
+    variants = ["ours eager", "ours sdpa", "MarianMTModel eager", "MarianMTModel sdpa", "nn.Transformer"]
+    assert measured_systems(payload) == [variants] * 2
+    assert [group["length"] for group in payload["summary"]] == [8, 16]
+    assert set(payload["checks"]) == {"tiny eager", "tiny sdpa"}
+    assert "| tiny | 8 to 16 |" in stdout
+    assert picture.read_bytes().startswith(b"\x89PNG")
+    redrawn = tmp_path / "redrawn.png"
+    done = run_script("plot_length_scaling.py", str(tmp_path / "lengths.json"), str(redrawn))
+    assert done.returncode == 0, done.stderr
+    assert redrawn.read_bytes().startswith(b"\x89PNG")
+
+
+def test_matmul_ceiling(tmp_path):
+    options = ["--repeats", "1", "--peak-size", "128", "--train-batch-size", "2", "--train-length", "8"]
+    options += ["--generate-batch-size", "2", "--source-length", "8", "--new-tokens", "2"]
+    payload, stdout = run_tiny("matmul_ceiling.py", tmp_path / "ceiling.json", *options)
+    workloads = [(group["workload"], group["beams"], group["batch_size"]) for group in payload["summary"]]
+    generate = [("generate", beams, batch) for beams in (1, 4) for batch in (1, 2)]
+    assert workloads == [("train", 0, 2), *generate]
+    assert all("error" not in group["systems"]["matmul-only"] for group in payload["summary"])
+    assert "| tiny | train step | 2 |" in stdout
+
+
+def test_ct2_speed(tmp_path):
+    pytest.importorskip("ctranslate2")
+    options = ["--vocab-size", "64", "--batch-size", "2", "--source-length", "6", "--new-tokens", "3"]
+    payload, stdout = run_tiny("ct2_speed.py", tmp_path / "ct2.json", *options)
+    assert measured_systems(payload) == [["generate (float32)", "CTranslate2 float32", "CTranslate2 int8"]]
+    assert "| tiny | CTranslate2 int8 / generate (float32) |" in stdout
+
+
+@pytest.mark.parametrize(
+    "script, options, message",
+    [
+        ("train_speed.py", ["--sizes", "tiny,huge"], "unknown size(s) ['huge']; choose from"),
+        ("generate_speed.py", ["--batch-sizes", "1,0"], "expected comma-separated positive integers, got '1,0'"),
+        ("length_scaling.py", ["--bogus"], "unrecognized arguments: --bogus"),
+    ],
+)
+def test_bad_options_are_refused_by_name(script, options, message):
+    done = run_script(script, *options)
+    assert done.returncode == 2
+    assert message in done.stderr
