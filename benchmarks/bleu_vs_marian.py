@@ -15,6 +15,7 @@ import json
 from pathlib import Path
 
 from systems import marian_like
+
 from vanilla_training.train import main as train
 
 

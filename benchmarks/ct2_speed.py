@@ -28,6 +28,7 @@ import torch
 
 from modeling_vanilla import VanillaConfig, VanillaForConditionalGeneration
 from modeling_vanilla.export_ctranslate2 import export_ctranslate2
+from modeling_vanilla.modeling_vanilla import BEAM_SIZE, LENGTH_PENALTY
 
 SYSTEMS = {
     "generate (float32)": {"system": "generate"},
@@ -47,8 +48,8 @@ def generate_runner(folder: Path, ids: torch.Tensor, task: dict[str, Any]) -> Ca
             out = model.generate(
                 input_ids=ids,
                 attention_mask=mask,
-                num_beams=4,
-                length_penalty=0.6,
+                num_beams=BEAM_SIZE,
+                length_penalty=LENGTH_PENALTY,
                 min_new_tokens=task["new_tokens"],
                 max_new_tokens=task["new_tokens"],
             )
@@ -66,8 +67,8 @@ def ct2_runner(folder: Path, ids: torch.Tensor, task: dict[str, Any]) -> Callabl
     def translate() -> int:
         results = translator.translate_batch(
             sources,
-            beam_size=4,
-            length_penalty=0.6,
+            beam_size=BEAM_SIZE,
+            length_penalty=LENGTH_PENALTY,
             max_batch_size=len(sources),
             min_decoding_length=task["new_tokens"],
             max_decoding_length=task["new_tokens"],

@@ -29,13 +29,14 @@ import torch
 from transformers import GenerationConfig, PreTrainedConfig
 
 from modeling_vanilla import VanillaConfig
+from modeling_vanilla.modeling_vanilla import LENGTH_PENALTY
 
 SYSTEMS = {systems.SYSTEM_NAMES[name]: {"system": name} for name in ("ours", "marian")}
 
 
 def generation_config(config: PreTrainedConfig, beams: int, new_tokens: int) -> GenerationConfig:
     """Greedy (`beams` 1) or beam search with the paper's length penalty, exactly `new_tokens` new tokens."""
-    beam_options = {"length_penalty": 0.6, "early_stopping": True} if beams > 1 else {}
+    beam_options = {"length_penalty": LENGTH_PENALTY, "early_stopping": True} if beams > 1 else {}
     return GenerationConfig(
         num_beams=beams,
         do_sample=False,

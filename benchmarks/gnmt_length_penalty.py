@@ -13,14 +13,14 @@ whose translation differs between the two forms (seconds measured on a shared ma
 import argparse
 import time
 
+from modeling_vanilla import paper_generation_config
+from modeling_vanilla.gnmt_beam_search import gnmt_beam_search
+
 # `training/` installs as `vanilla_training` (pyproject.toml), importable when this script runs from benchmarks/.
 from vanilla_training.data import load_corpus
 from vanilla_training.evaluation import corpus_bleu, translate
 from vanilla_training.show_attention import load_translator
 
-from modeling_vanilla.gnmt_beam_search import gnmt_beam_search
-
-PAPER_DECODING = {"num_beams": 4, "length_penalty": 0.6, "early_stopping": True}
 FORMS = {
     "transformers: log P / \\|Y\\|^0.6": {},
     "paper (GNMT): log P / ((5 + \\|Y\\|) / 6)^0.6": {"custom_generate": gnmt_beam_search},
@@ -42,7 +42,8 @@ def main(argv: list[str] | None = None) -> str:
     translations, rows = {}, []
     for form, options in FORMS.items():
         started = time.perf_counter()
-        translations[form] = translate(model, tokenizer, sources, **PAPER_DECODING, **options)
+        paper = paper_generation_config(model.config)  # beam 4, alpha 0.6, early stopping (section 6.1)
+        translations[form] = translate(model, tokenizer, sources, generation_config=paper, **options)
         seconds = time.perf_counter() - started
         bleu = corpus_bleu(translations[form], references)
         signature = bleu["signature"].replace("|", "\\|")  # a table cell

@@ -28,6 +28,7 @@ import torch
 from torch import nn
 
 from modeling_vanilla import VanillaConfig
+from vanilla_training import recipe  # the training/ folder, as installed
 
 SYSTEMS = {systems.SYSTEM_NAMES[name]: {"system": name} for name in ("ours", "marian", "torch")}
 PAIRS = [("ours", "MarianMTModel"), ("ours", "nn.Transformer")]
@@ -36,7 +37,8 @@ PAIRS = [("ours", "MarianMTModel"), ("ours", "nn.Transformer")]
 def training_step(model: nn.Module, config: VanillaConfig, task: dict[str, Any]) -> Callable[[], float]:
     """A training step on one random batch of the task's shape: forward and loss (under the task's autocast),
     backward, Adam (the paper's betas and eps); it returns the loss, which waits for the step's GPU work."""
-    optimizer = torch.optim.Adam(model.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9)
+    betas = (recipe.ADAM_BETA1, recipe.ADAM_BETA2)
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-4, betas=betas, eps=recipe.ADAM_EPSILON)
     device = next(model.parameters()).device
     batch, source, target = task["batch_size"], task["source_length"], task["target_length"]
     ids = systems.random_ids(batch, source, config.vocab_size, config.eos_token_id).to(device)
