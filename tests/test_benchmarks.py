@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from helpers import toy_run_args, write_toy_corpus
+
 pytestmark = pytest.mark.slow
 
 BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
@@ -100,3 +102,34 @@ def test_bad_options_are_refused_by_name(script, options, message):
     done = run_script(script, *options)
     assert done.returncode == 2
     assert message in done.stderr
+
+
+def test_data_scaling_reports_every_stage_and_the_run_from_the_cache(tmp_path):
+    done = run_script(
+        "data_scaling.py", "--sizes", "1000,3000", "--vocab-size", "300", "--json", str(tmp_path / "d.json")
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    payload = json.loads((tmp_path / "d.json").read_text())
+    assert [(r["pairs"], r["run"]) for r in payload["results"]] == [
+        (1000, "cold"), (1000, "from cache"), (3000, "cold"), (3000, "from cache")
+    ]  # fmt: skip
+    for result in payload["results"]:
+        assert all(result[stage]["seconds"] >= 0 and result[stage]["peak_mib"] > 0 for stage in ("load", "batching"))
+        assert result["until_first_step_seconds"] > result["load"]["seconds"]
+    assert payload["exponent"] is not None and "Preparation time grows as pairs^" in done.stdout
+
+
+def test_bleu_vs_time_decodes_the_test_set_from_the_checkpoints_of_one_run(tmp_path):
+    files = write_toy_corpus(tmp_path, {"train": 200, "validation": 10, "test": 10})
+    run = tmp_path / "run"
+    options = {"size": "tiny", "model_config": "{}", "max_steps": 20, "save_steps": 10, "eval_steps": 10,
+               "bleu_sentences": 0, "keep_checkpoints": True}  # fmt: skip
+    training = [sys.executable, "-m", "training.train", *toy_run_args(files, run, **options)]
+    subprocess.run(training, check=True, capture_output=True, timeout=400, cwd=BENCHMARKS.parent)
+    done = run_script("bleu_vs_time.py", str(run), "--steps", "10,20", "--average-last", "2", "--test-file",
+                      str(files["test"]))  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = [line for line in done.stdout.splitlines() if line.startswith("| 10 |") or line.startswith("| 20 |")]
+    assert len(rows) == 4  # printed as they come, then in the table
+    missing = run_script("bleu_vs_time.py", str(run), "--steps", "15", "--test-file", str(files["test"]))
+    assert missing.returncode != 0 and "holds no checkpoint-15" in missing.stderr

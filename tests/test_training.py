@@ -122,8 +122,9 @@ def test_averaging_checkpoints_is_the_mean_of_their_tensors(tmp_path):
 def test_a_whole_training_run_on_small_data(tmp_path):
     files = write_toy_corpus(tmp_path, {"train": 400, "validation": 40, "test": 30})
     run = tmp_path / "run"
-    results = main(toy_run_args(files, run, show=2))
+    results = main(toy_run_args(files, run, show=2, keep_checkpoints=True))
     final = run / "final"
+    assert sorted(path.name for path in run.glob("checkpoint-*")) == [f"checkpoint-{s}" for s in (120, 150, 40, 80)]
     for name in (
         "model.safetensors",
         "config.json",
@@ -143,6 +144,8 @@ def test_a_whole_training_run_on_small_data(tmp_path):
     assert results["test"]["signature"].startswith("nrefs:1|case:mixed|eff:no|tok:13a")
     logged = [e for e in results["log_history"] if "eval_bleu" in e]
     assert [e["step"] for e in logged] == [75, 150]
+    elapsed = [entry["elapsed"] for entry in results["log_history"]]  # every record: seconds of training so far
+    assert elapsed == sorted(elapsed) and 0 < elapsed[-1] < results["train_seconds"] + 1
     state = json.loads(max(run.glob("checkpoint-*/trainer_state.json")).read_text())
     sentences_per_batch = state["train_batch_size"]  # the Trainer records the token budgets' mean batch size
     assert 512 / 10 < sentences_per_batch < 512 / 3  # 512-token batches of 3 to 10-token sentences

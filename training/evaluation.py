@@ -5,11 +5,14 @@ so nothing is fetched from the Hub)."""
 from pathlib import Path
 
 import evaluate
+import numpy as np
 import torch
 from tqdm.auto import tqdm
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from modeling_vanilla import EXTRA_OUTPUT_LENGTH
+
+from .batching import TokenBudgetBatchSampler
 
 METRIC_PATH = Path(__file__).resolve().parent / "sacrebleu_metric"
 
@@ -24,23 +27,22 @@ def translate(
     model: PreTrainedModel,
     tokenizer: PreTrainedTokenizerBase,
     sentences: list[str],
-    batch_size: int = 32,
+    max_tokens: int = 1024,
     progress: bool = True,
     **generate_kwargs,
 ) -> list[str]:
     """Translate `sentences`, in their order, decoding as `model.generation_config` says unless `generate_kwargs`
-    (e.g. `num_beams=1`) say otherwise. Sentences are batched by length (less padding) and each batch may produce
-    up to its longest input + 50 tokens (section 6.1; given explicitly, so that any seq2seq model is held to it).
-    The model is left in the mode (training or evaluation) it was in."""
+    (e.g. `num_beams=1`) say otherwise. Sentences of similar length are batched up to `max_tokens` source tokens,
+    padding included (a sentence longer than that goes alone), and each batch may produce up to its longest input
+    + 50 tokens (section 6.1; given explicitly, so that any seq2seq model is held to it). The model is left in the
+    mode (training or evaluation) it was in."""
     was_training = model.training
     model.eval()
-    lengths = [len(ids) for ids in tokenizer(sentences)["input_ids"]]
-    order = sorted(range(len(sentences)), key=lambda i: lengths[i], reverse=True)
+    lengths = np.array([len(ids) for ids in tokenizer(sentences)["input_ids"]])
+    batches = TokenBudgetBatchSampler(lengths, max(max_tokens, lengths.max(initial=1)), shuffle=False)
     translations: list[str] = [""] * len(sentences)
     beams = generate_kwargs.get("num_beams", model.generation_config.num_beams) or 1
-    starts = range(0, len(order), batch_size)
-    for start in tqdm(starts, desc=f"translating (beam {beams})", disable=not progress, unit="batch"):
-        batch = order[start : start + batch_size]
+    for batch in tqdm(batches, desc=f"translating (beam {beams})", disable=not progress, unit="batch"):
         inputs = tokenizer([sentences[i] for i in batch], return_tensors="pt", padding=True).to(model.device)
         limit = inputs["input_ids"].shape[1] + EXTRA_OUTPUT_LENGTH
         output = model.generate(**inputs, **{"max_new_tokens": limit, **generate_kwargs})

@@ -79,6 +79,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--num-proc", type=int, help="processes that tokenize the data (default: one)")
     parser.add_argument("--resume-from-checkpoint", help="a checkpoint folder, or 'last' for the newest one")
+    parser.add_argument(
+        "--keep-checkpoints", action="store_true", help="keep every checkpoint (default: the last --average-last)"
+    )
     parser.add_argument("--size", choices=sorted(PRESETS), help="a named model size (default: the recipe's)")
     for field in dataclasses.fields(recipe.Recipe):
         if field.type in (int, float):
@@ -245,7 +248,7 @@ def training_arguments(
         eval_steps=run.eval_steps,
         save_strategy="steps",
         save_steps=run.save_steps,
-        save_total_limit=run.average_last,
+        save_total_limit=None if args.keep_checkpoints else run.average_last,
         logging_steps=max(1, run.eval_steps // 5),
         report_to="none",
         seed=args.seed,

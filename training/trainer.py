@@ -2,6 +2,7 @@
 similar length up to a token budget (section 5.1), the learning rate of equation 3 exactly, BLEU at each
 evaluation, and checkpoints that are either complete or absent."""
 
+import time
 from pathlib import Path
 
 import datasets
@@ -27,13 +28,22 @@ def paper_schedule(optimizer: torch.optim.Optimizer, warmup_steps: int) -> Lambd
 
 class TranslationTrainer(Seq2SeqTrainer):
     """`Seq2SeqTrainer` with token-budget batches, the paper's schedule, greedy BLEU on `bleu_sources` at each
-    evaluation, and atomic checkpoints."""
+    evaluation, atomic checkpoints, and the training time in its log."""
 
     def __init__(self, *args, max_tokens: int, bleu_sources: list[str], bleu_references: list[str], **kwargs):
         super().__init__(*args, **kwargs)
         self.max_tokens = max_tokens
         self.bleu_sources = bleu_sources
         self.bleu_references = bleu_references
+        self.started = time.perf_counter()
+
+    def train(self, *args, **kwargs):
+        self.started = time.perf_counter()
+        return super().train(*args, **kwargs)
+
+    def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
+        """transformers' log, every record stamped with `elapsed`: the seconds since this process began training."""
+        super().log({**logs, "elapsed": round(time.perf_counter() - self.started, 1)}, start_time)
 
     def _token_batches(self, dataset: datasets.Dataset, shuffle: bool) -> DataLoader:
         """transformers' samplers put a fixed number of sentences in a batch; the paper fixes the tokens."""
