@@ -56,7 +56,7 @@ def test_sdpa_matches_eager_in_bf16_and_bf16_is_really_used(tiny_run):
 def test_data_parallel_step_runs_in_two_processes_with_identical_weights(tiny_run):
     payload, _ = tiny_run
     ddp = payload["ddp"]
-    assert "error" not in ddp and "skipped" not in ddp, ddp
+    assert "error" not in ddp and "skipped" not in ddp, ddp.get("error") or ddp.get("skipped")
     assert (ddp["backend"], ddp["processes"], ddp["size"]) == ("gloo", 2, "tiny")
     assert ddp["max_weight_difference"] == 0
     assert ddp["tokens_per_second"]["median"] > 0

@@ -144,6 +144,21 @@ def test_a_missing_value_is_an_error_naming_it(final, tmp_path, path):
         render_card(tmp_path, model_id=REPO)
 
 
+def test_a_run_without_validation_bleu_says_so_on_its_card(final, tmp_path):
+    for name in ("config.json", "tokenizer_config.json"):
+        shutil.copy(final / name, tmp_path / name)
+    results = json.loads((final / "training_results.json").read_text())
+    results["log_history"] = [entry for entry in results["log_history"] if "eval_bleu" not in entry]
+    (tmp_path / "training_results.json").write_text(json.dumps(results))
+    with pytest.raises(ValueError, match="'eval_bleu'"):
+        render_card(tmp_path, model_id=REPO)
+    results["recipe"]["bleu_sentences"] = 0
+    (tmp_path / "training_results.json").write_text(json.dumps(results))
+    card = render_card(tmp_path, model_id=REPO)
+    assert "No validation BLEU was measured during training (`--bleu-sentences 0`)." in card
+    assert "greedy BLEU on the first" in (final / "README.md").read_text()
+
+
 def test_an_incomplete_folder_or_template_is_an_error(final, tmp_path):
     shutil.copy(final / "config.json", tmp_path / "config.json")
     with pytest.raises(FileNotFoundError, match="training_results.json"):

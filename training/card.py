@@ -101,9 +101,17 @@ def training_values(results: dict[str, Any]) -> dict[str, Any]:
     last = {}
     for key in ("loss", "eval_loss", "eval_bleu"):
         logged = [entry for entry in result("log_history") if key in entry]
-        if not logged:
+        if logged:
+            last[key] = f"{logged[-1][key]:.{2 if key == 'eval_bleu' else 3}f} (step {logged[-1]['step']})"
+        elif key != "eval_bleu" or result("recipe.bleu_sentences"):
             raise ValueError(f"the model card needs {key!r} in the log_history of training_results.json")
-        last[key] = f"{logged[-1][key]:.{2 if key == 'eval_bleu' else 3}f} (step {logged[-1]['step']})"
+    if "eval_bleu" in last:
+        validation_bleu = (
+            f"At the last evaluation during training, greedy BLEU on the first {result('recipe.bleu_sentences')} "
+            f"validation sentences was {last['eval_bleu']}."
+        )
+    else:
+        validation_bleu = "No validation BLEU was measured during training (`--bleu-sentences 0`)."
     processes = result("processes")
     hardware = f"{processes} process(es) on {result('environment.cpu')}, {result('environment.cpu_count')} CPU cores"
     if results["environment"].get("gpu"):
@@ -113,7 +121,6 @@ def training_values(results: dict[str, Any]) -> dict[str, Any]:
     return {
         **{name: result(f"recipe.{name}") for name in recipe},
         "averaged": result("recipe.average_last"),
-        "bleu_sentences": result("recipe.bleu_sentences"),
         "processes": processes,
         "tokens_per_step": f"{tokens_per_step:,}",
         "hardware": hardware,
@@ -124,7 +131,7 @@ def training_values(results: dict[str, Any]) -> dict[str, Any]:
         "transformers_version": result("environment.transformers"),
         "train_loss": last["loss"],
         "eval_loss": last["eval_loss"],
-        "eval_bleu": last["eval_bleu"],
+        "validation_bleu": validation_bleu,
     }
 
 
