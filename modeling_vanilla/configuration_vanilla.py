@@ -47,7 +47,7 @@ PRESETS: Mapping[str, Mapping[str, Any]] = MappingProxyType(
     {
         "base": _size(d_model=512, layers=6, heads=8, ffn_dim=2048, dropout=0.1),
         "big": _size(d_model=1024, layers=6, heads=16, ffn_dim=4096, dropout=0.3),
-        "demo": _size(d_model=128, layers=3, heads=4, ffn_dim=512, dropout=0.1),
+        "demo": _size(d_model=128, layers=3, heads=4, ffn_dim=512, dropout=0.0),
         "small": _size(d_model=256, layers=3, heads=4, ffn_dim=1024, dropout=0.1),
         "tiny": _size(d_model=32, layers=2, heads=4, ffn_dim=64, dropout=0.1),
     }
