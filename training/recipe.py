@@ -39,7 +39,7 @@ class Recipe:
 
 RECIPES = {
     # A translator in about 10 minutes of training on 2 CPU cores: the "demo" size (d_model 128, no dropout), a
-    # 4,000-token vocabulary, the verses of up to 40 tokens, 2,400 steps of 2k tokens at the full learning rate of
+    # 4,000-token vocabulary, the verses of up to 40 tokens, 2,000 steps of 2k tokens at the full learning rate of
     # equation 3 with a 400-step warmup. The README lists how this differs from the paper and the runs behind it.
     "demo": Recipe(
         size="demo",
@@ -47,8 +47,8 @@ RECIPES = {
         max_tokens=2048,
         gradient_accumulation_steps=1,
         warmup_steps=400,
-        max_steps=2400,
-        eval_steps=400,
+        max_steps=2000,
+        eval_steps=500,
         save_steps=30,
         average_last=5,
         lr_scale=1.0,
