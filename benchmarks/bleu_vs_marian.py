@@ -3,6 +3,7 @@ recipe, steps and seed, and print the test BLEU of both (with the sacreBLEU sign
 
     python benchmarks/bleu_vs_marian.py                      # the demo recipe, a few minutes per model on 2 cores
     python benchmarks/bleu_vs_marian.py --max-steps 3000      # longer runs
+    python benchmarks/bleu_vs_marian.py --ours-run runs/demo  # ours from a finished run of the same recipe
 
 MarianMTModel is configured as the same architecture: post-LN, ReLU, embeddings scaled by sqrt(d_model), one
 shared vocabulary tied three ways, sinusoidal positions (Marian's sin-then-cos layout), same special tokens.
@@ -16,7 +17,29 @@ from pathlib import Path
 
 from systems import marian_like
 
+from vanilla_training.recipe import RECIPES
 from vanilla_training.train import main as train
+
+
+def finished_run(run_dir: Path, expected: dict) -> dict:
+    """The results of a finished `training.train` run of ours; SystemExit naming the first setting that differs
+    from `expected` (preset, pair, seed, steps), since only the same recipe makes the comparison fair."""
+    path = run_dir / "final" / "training_results.json"
+    if not path.is_file():
+        raise SystemExit(f"--ours-run {run_dir}: no {path} (not a finished training.train run)")
+    results = json.loads(path.read_text())
+    found = {
+        "preset": results.get("preset"),
+        "pair": results.get("data", {}).get("pair"),
+        "seed": results.get("seed"),
+        "max_steps": results.get("recipe", {}).get("max_steps"),
+    }
+    for key, value in expected.items():
+        if found[key] != value:
+            raise SystemExit(
+                f"--ours-run {run_dir} was trained with {key} {found[key]!r}, this comparison uses {value!r}"
+            )
+    return results
 
 
 def main() -> None:
@@ -26,6 +49,12 @@ def main() -> None:
     parser.add_argument("--pair", default="en-de")
     parser.add_argument("--max-steps", type=int, help="overrides the preset")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument(
+        "--ours-run",
+        type=Path,
+        help="a finished training.train run folder of ours with the same preset, pair, seed and steps (the README's "
+        "main job): its results and tokenizer are used instead of training ours again",
+    )
     args = parser.parse_args()
     common = ["--preset", args.preset, "--pair", args.pair, "--seed", str(args.seed), "--show", "0"]
     if args.max_steps:
@@ -33,8 +62,14 @@ def main() -> None:
     root = Path(args.output_dir)
     root.mkdir(parents=True, exist_ok=True)
     results = {}
-    ours_dir = root / "vanilla"
-    results["vanilla"] = train(["--output-dir", str(ours_dir), *common])
+    if args.ours_run:
+        steps = args.max_steps or RECIPES[args.preset].max_steps
+        expected = {"preset": args.preset, "pair": args.pair, "seed": args.seed, "max_steps": steps}
+        ours_dir = args.ours_run
+        results["vanilla"] = finished_run(ours_dir, expected)
+    else:
+        ours_dir = root / "vanilla"
+        results["vanilla"] = train(["--output-dir", str(ours_dir), *common])
     # The same tokenizer file for both: Marian's run loads the one our run trained.
     results["marian"] = train(
         ["--output-dir", str(root / "marian"), "--tokenizer", str(ours_dir / "final"), *common],

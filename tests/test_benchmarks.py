@@ -133,3 +133,15 @@ def test_bleu_vs_time_decodes_the_test_set_from_the_checkpoints_of_one_run(tmp_p
     assert len(rows) == 4  # printed as they come, then in the table
     missing = run_script("bleu_vs_time.py", str(run), "--steps", "15", "--test-file", str(files["test"]))
     assert missing.returncode != 0 and "holds no checkpoint-15" in missing.stderr
+
+
+def test_bleu_vs_marian_refuses_a_run_of_ours_with_another_recipe(tmp_path):
+    final = tmp_path / "ours" / "final"
+    final.mkdir(parents=True)
+    results = {"preset": "demo", "data": {"pair": "en-de"}, "seed": 2, "recipe": {"max_steps": 2000}}
+    (final / "training_results.json").write_text(json.dumps(results))
+    done = run_script("bleu_vs_marian.py", "--ours-run", str(tmp_path / "ours"), "--output-dir", str(tmp_path / "out"))
+    assert done.returncode == 1
+    assert "was trained with seed 2, this comparison uses 1" in done.stderr
+    done = run_script("bleu_vs_marian.py", "--ours-run", str(tmp_path / "missing"))
+    assert "not a finished training.train run" in done.stderr

@@ -364,6 +364,7 @@ def run_results(
     return {
         "preset": args.preset,
         "recipe": dataclasses.asdict(run),
+        "seed": args.seed,
         "processes": trainer.args.world_size,
         "precision": "bf16" if args.bf16 else "fp16" if args.fp16 else "fp32",
         "train_seconds": round(train_seconds),
