@@ -38,7 +38,7 @@ class Recipe:
 
 
 RECIPES = {
-    # A translator in about 10 minutes of training on 2 CPU cores: the "demo" size (d_model 128, no dropout), a
+    # A translator in about 12 minutes of training on 2 CPU cores: the "demo" size (d_model 128, no dropout), a
     # 4,000-token vocabulary, the verses of up to 40 tokens, 2,000 steps of 2k tokens at the full learning rate of
     # equation 3 with a 400-step warmup. The README lists how this differs from the paper and the runs behind it.
     "demo": Recipe(
