@@ -25,6 +25,7 @@ from helpers import TINY, padded_batch, tiny_model
         ({"pad_token_id": 64}, r"pad_token_id=64 is not a token id in \[0, vocab_size=64\)"),
         ({"bos_token_id": -1}, r"bos_token_id=-1 is not a token id"),
         ({"is_encoder_decoder": False}, "is_encoder_decoder must be True"),
+        ({"init_std": 0.0}, "init_std must be None or a positive standard deviation, got 0.0"),
     ],
 )
 def test_invalid_config_values_name_the_field_and_value(overrides, message):

@@ -7,7 +7,7 @@ import torch
 
 from modeling_vanilla import VanillaConfig, VanillaForConditionalGeneration, sinusoidal_positional_encoding
 
-from helpers import padded_batch, tiny_model
+from helpers import TINY, padded_batch, tiny_model
 
 
 def test_positional_encoding_matches_the_formula_by_hand():
@@ -100,6 +100,28 @@ def test_presets_are_the_papers_and_cannot_be_redefined():
         __import__("modeling_vanilla").PRESETS["big"]["d_model"] = 2048
     with pytest.raises(ValueError, match="unknown preset 'huge'"):
         VanillaConfig.from_preset("huge")
+
+
+@pytest.mark.parametrize("init_std", [None, 0.02])
+def test_initialisation_draws_each_weight_as_its_docstring_says(init_std):
+    """None: Xavier uniform projections (bound sqrt(6 / (fan_in + fan_out))) and an N(0, d_model^-0.5) embedding, so
+    that embeddings x sqrt(d_model) have unit variance; a float: N(0, init_std) for both. Biases start at zero."""
+    torch.manual_seed(0)
+    config = VanillaConfig(**{**TINY, "d_model": 64, "vocab_size": 2000, "init_std": init_std})
+    model = VanillaForConditionalGeneration(config)
+    embedding = model.model.shared.weight
+    assert embedding.std().item() == pytest.approx(64**-0.5 if init_std is None else init_std, rel=0.05)
+    linears = [m for m in model.modules() if isinstance(m, torch.nn.Linear) and m is not model.lm_head]
+    for linear in linears:
+        fan_out, fan_in = linear.weight.shape
+        bound = math.sqrt(6 / (fan_in + fan_out))
+        if init_std is None:
+            assert linear.weight.abs().max() <= bound
+            assert linear.weight.std().item() == pytest.approx(bound / math.sqrt(3), rel=0.15)
+        else:
+            assert linear.weight.std().item() == pytest.approx(init_std, rel=0.15)
+        assert not linear.bias.any()
+    assert VanillaConfig.from_preset("base").init_std is None and VanillaConfig.from_preset("demo").init_std == 0.02
 
 
 def test_three_way_weight_tying_is_one_parameter():
