@@ -154,8 +154,10 @@ def tokenize(
 
 
 def lengths(tokenized: datasets.Dataset) -> np.ndarray:
-    """The `length` column of a tokenized split, read from Arrow as a numpy array."""
-    return tokenized.with_format("numpy", columns=[LENGTH])[:][LENGTH]
+    """The `length` column of a tokenized split, read from Arrow as a numpy array. The other columns are dropped
+    first: on a split with an indices mapping (`tokenize` keeps pairs with `select`), reading rows gathers every
+    column of them, the token ids of the whole corpus included."""
+    return tokenized.select_columns([LENGTH]).with_format("numpy")[:][LENGTH]
 
 
 def data_origin(pair: str, files: dict[str, str] | None, dataset_name: str | None, dataset_config: str | None) -> dict:
