@@ -146,7 +146,15 @@ def model_values(results: dict[str, Any], config: dict[str, Any], tokenizer_conf
         "vocab_size": f"{model('vocab_size'):,}",
         "parameters": f"{required_value(results, 'parameters', 'training_results.json'):,}",
         "model_max_length": f"{required_value(tokenizer_config, 'model_max_length', 'tokenizer_config.json'):,}",
+        "initialisation": initialisation(config.get("init_std")),
     }
+
+
+def initialisation(init_std: float | None) -> str:
+    """How the weights were first drawn (`VanillaConfig.init_std`; folders saved before it existed have none)."""
+    if init_std is None:
+        return "Xavier-uniform projections, embeddings from N(0, d_model^-0.5) (as tensor2tensor and fairseq)"
+    return f"every embedding and projection from N(0, {init_std}) (as Marian and BART)"
 
 
 def card_values(
