@@ -88,11 +88,12 @@ def write_toy_corpus(folder: Path, sizes: dict[str, int], seed: int = 0) -> dict
 
 def toy_run_args(files: dict[str, Path], output_dir: Path, **options) -> list[str]:
     """The command line of a quick training run on the toy corpus (~15 s: a 64-wide 2+2-layer model, 150 steps of
-    512 tokens, BLEU far above 30); `options` (e.g. `max_steps=40`) replace or add options."""
+    512 tokens, BLEU far above 30); `options` (e.g. `max_steps=40`) replace or add options. The model keeps the
+    paper's (fairseq) initialisation: with the demo preset's N(0, 0.02) this small model reaches BLEU 3 at the same
+    schedule, and none at higher learning rates."""
+    model = {"d_model": 64, "encoder_layers": 2, "decoder_layers": 2, "encoder_ffn_dim": 128, "decoder_ffn_dim": 128}
     settings = {
-        "model_config": json.dumps(
-            {"d_model": 64, "encoder_layers": 2, "decoder_layers": 2, "encoder_ffn_dim": 128, "decoder_ffn_dim": 128}
-        ),
+        "model_config": json.dumps({**model, "init_std": None}),
         "vocab_size": 120,
         "max_tokens": 512,
         "max_steps": 150,
