@@ -32,7 +32,10 @@ keeps working where no GPU is. Options given beside `--tiny` override its settin
 
 import argparse
 import datetime
+import faulthandler
 import json
+import os
+import socket
 import tempfile
 import time
 from pathlib import Path
@@ -120,15 +123,20 @@ def check(task: dict[str, Any]) -> dict[str, Any]:
     return {**systems.compare_logits(models), "bf16": bf16}
 
 
-def ddp_process(rank: int, task: dict[str, Any], folder: str) -> None:
+def ddp_process(rank: int, task: dict[str, Any], folder: str, port: int) -> None:
     """One of the data-parallel processes: ours wrapped in `DistributedDataParallel`, training steps on a batch of
     its own (train_speed's step), then the largest weight difference from rank 0; rank 0 writes the result into
-    `folder`, where the processes also meet (a file, so that no port can be taken by another program)."""
+    `folder`. The processes meet on 127.0.0.1:`port`, as torchrun's do; on the CPU gloo talks over the loopback
+    device. Should the process group hang, each process writes its stack into `folder` before the deadline."""
+    stack = open(Path(folder) / f"stack-{rank}.txt", "w")  # noqa: SIM115 (open until the process ends)
+    faulthandler.dump_traceback_later(DDP_TIMEOUT_SECONDS - 20, file=stack)
     cuda = torch.device(task["device"]).type == "cuda"
     backend = "nccl" if cuda else "gloo"
+    if not cuda:
+        os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
     distributed.init_process_group(
         backend,
-        init_method=f"file://{folder}/rendezvous",
+        init_method=f"tcp://127.0.0.1:{port}",
         rank=rank,
         world_size=DDP_PROCESSES,
         timeout=datetime.timedelta(seconds=DDP_TIMEOUT_SECONDS),
@@ -164,19 +172,37 @@ def ddp_process(rank: int, task: dict[str, Any], folder: str) -> None:
         if rank == 0:
             (Path(folder) / "result.json").write_text(json.dumps(result))
     finally:
+        faulthandler.cancel_dump_traceback_later()
         distributed.destroy_process_group()
+
+
+def stuck_frames(folder: Path) -> str:
+    """Where each process was when its stack was dumped: the innermost three frames of its main thread."""
+    where = []
+    for rank in range(DDP_PROCESSES):
+        path = folder / f"stack-{rank}.txt"
+        dump = path.read_text() if path.exists() else ""
+        frames = [line.strip() for line in dump.split("\n\n")[-1].splitlines() if line.strip().startswith("File")]
+        where.append(f"rank {rank}: " + (" <- ".join(frames[:3]) or "no stack written"))
+    return "; ".join(where)
 
 
 def measure_ddp(task: dict[str, Any]) -> dict[str, Any]:
     """Worker: `ddp_process` in `DDP_PROCESSES` spawned processes, stopped after `DDP_TIMEOUT_SECONDS`."""
-    with tempfile.TemporaryDirectory() as folder:
-        processes = multiprocessing.spawn(ddp_process, args=(task, folder), nprocs=DDP_PROCESSES, join=False)
+    with tempfile.TemporaryDirectory() as folder, socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+        probe.close()  # free again for rank 0's store, which binds it next
+        processes = multiprocessing.spawn(ddp_process, args=(task, folder, port), nprocs=DDP_PROCESSES, join=False)
         deadline = time.monotonic() + DDP_TIMEOUT_SECONDS
         while not processes.join(timeout=1):
             if time.monotonic() > deadline:
                 for process in processes.processes:
                     process.kill()
-                raise RuntimeError(f"the data-parallel processes did not finish within {DDP_TIMEOUT_SECONDS} s")
+                raise RuntimeError(
+                    f"the data-parallel processes did not finish within {DDP_TIMEOUT_SECONDS} s; "
+                    + stuck_frames(Path(folder))
+                )
         return json.loads((Path(folder) / "result.json").read_text())
 
 
