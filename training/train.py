@@ -392,6 +392,11 @@ def main(argv: list[str] | None = None, model_factory: ModelFactory = VanillaFor
     model = build_model(args, config, tokenizer, model_factory)
     trainer = build_trainer(args, run, model, tokenizer, train_set, validation, splits["validation"])
     trainer.train(resume_from_checkpoint=resume_point(args))
+    # Every process leaves the process group before any exits: a process that exits while it is still a member
+    # can abort (gloo: "terminate called without an active exception"), and the launcher then kills the others.
+    # What follows runs on the first process alone and needs no group.
+    process.wait_for_everyone()
+    process.destroy_process_group()
     if not trainer.is_world_process_zero():
         return {}
 
