@@ -44,6 +44,9 @@ def test_token_ids_equal_the_tokenizer_sentence_by_sentence_and_leave_out_what_t
     assert f"train: {len(kept)} pairs kept, 1 with an empty side and {too_long} longer than 7 tokens" in printed
     lengths = preprocess.lengths(tokenized)
     assert isinstance(lengths, np.ndarray) and lengths.tolist() == tokenized["length"]
+    # The kept pairs are Arrow files of their own, not an indices mapping over all pairs (through which `datasets`
+    # reads a column by making a Python int of every row index).
+    assert tokenized._indices is None and tokenized.cache_files
 
 
 def test_token_ids_are_cached_on_disk_and_read_again(corpus):
@@ -74,4 +77,7 @@ def test_the_joint_bpe_learns_from_a_sample_and_is_cached(corpus):
     assert len(list(preprocess.cache_dir(split).glob("vanilla-bpe-*"))) == 1  # read from the cache
     sampled = preprocess.joint_bpe(split, "en", "de", vocab_size=80, model_max_length=64, sample=5, seed=3)
     assert len(sampled) < len(full)  # five pairs hold fewer distinct pieces than the whole corpus
+    drawn = np.sort(np.random.default_rng(3).choice(len(split), 5, replace=False))
+    by_select = train_joint_bpe(preprocess.joint_texts(split.select(drawn), "en", "de"), 80, model_max_length=64)
+    assert sampled.backend_tokenizer.to_str() == by_select.backend_tokenizer.to_str()  # exactly those five pairs
     assert len(list(preprocess.cache_dir(split).glob("vanilla-bpe-*"))) == 2
