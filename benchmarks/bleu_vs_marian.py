@@ -5,6 +5,9 @@ recipe, steps and seed, and print the test BLEU of both (with the sacreBLEU sign
     python benchmarks/bleu_vs_marian.py --max-steps 3000      # longer runs
     python benchmarks/bleu_vs_marian.py --ours-run runs/demo  # ours from a finished run of the same recipe
 
+Both models train the same number of steps: the recipe's (its time budget, `--max-train-minutes`, is turned off),
+or with `--ours-run` the steps that run trained (where the demo's 10-minute budget ended it, Marian trains as many).
+
 MarianMTModel is configured as the same architecture: post-LN, ReLU, embeddings scaled by sqrt(d_model), one
 shared vocabulary tied three ways, sinusoidal positions (Marian's sin-then-cos layout), same special tokens.
 What stays different is each implementation's own weight initialisation. (`marian_like` is in systems.py; the
@@ -23,7 +26,7 @@ from vanilla_training.train import main as train
 
 def finished_run(run_dir: Path, expected: dict) -> dict:
     """The results of a finished `training.train` run of ours; SystemExit naming the first setting that differs
-    from `expected` (preset, pair, seed, steps), since only the same recipe makes the comparison fair."""
+    from `expected` (preset, pair, seed), since only the same recipe makes the comparison fair."""
     path = run_dir / "final" / "training_results.json"
     if not path.is_file():
         raise SystemExit(f"--ours-run {run_dir}: no {path} (not a finished training.train run)")
@@ -32,7 +35,6 @@ def finished_run(run_dir: Path, expected: dict) -> dict:
         "preset": results.get("preset"),
         "pair": results.get("data", {}).get("pair"),
         "seed": results.get("seed"),
-        "max_steps": results.get("recipe", {}).get("max_steps"),
     }
     for key, value in expected.items():
         if found[key] != value:
@@ -47,28 +49,29 @@ def main() -> None:
     parser.add_argument("--output-dir", default="runs/bleu_vs_marian")
     parser.add_argument("--preset", default="demo")
     parser.add_argument("--pair", default="en-de")
-    parser.add_argument("--max-steps", type=int, help="overrides the preset")
+    parser.add_argument("--max-steps", type=int, help="overrides the preset (not with --ours-run)")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument(
         "--ours-run",
         type=Path,
-        help="a finished training.train run folder of ours with the same preset, pair, seed and steps (the README's "
-        "main job): its results and tokenizer are used instead of training ours again",
+        help="a finished training.train run folder of ours with the same preset, pair and seed (the README's main "
+        "job): its results and tokenizer are used instead of training ours again, and Marian trains its steps",
     )
     args = parser.parse_args()
+    if args.ours_run and args.max_steps:
+        parser.error("--ours-run compares at the steps that run trained; --max-steps does not apply")
     common = ["--preset", args.preset, "--pair", args.pair, "--seed", str(args.seed), "--show", "0"]
-    if args.max_steps:
-        common += ["--max-steps", str(args.max_steps)]
     root = Path(args.output_dir)
     root.mkdir(parents=True, exist_ok=True)
     results = {}
     if args.ours_run:
-        steps = args.max_steps or RECIPES[args.preset].max_steps
-        expected = {"preset": args.preset, "pair": args.pair, "seed": args.seed, "max_steps": steps}
         ours_dir = args.ours_run
-        results["vanilla"] = finished_run(ours_dir, expected)
+        results["vanilla"] = finished_run(ours_dir, {"preset": args.preset, "pair": args.pair, "seed": args.seed})
+        common += ["--max-steps", str(results["vanilla"]["steps"]), "--max-train-minutes", "0"]
     else:
         ours_dir = root / "vanilla"
+        steps = args.max_steps or RECIPES[args.preset].max_steps
+        common += ["--max-steps", str(steps), "--max-train-minutes", "0"]
         results["vanilla"] = train(["--output-dir", str(ours_dir), *common])
     # The same tokenizer file for both: Marian's run loads the one our run trained.
     results["marian"] = train(
@@ -78,8 +81,10 @@ def main() -> None:
     rows = []
     for name, result in results.items():
         test = result["test"]
-        rows.append(f"| {name} | {test['bleu']:.2f} | {result['train_seconds']} | {test['signature']} |")
-    table = "\n".join(["| model | test BLEU | train seconds | sacreBLEU signature |", "|---|---|---|---|", *rows])
+        cells = [name, f"{test['bleu']:.2f}", result["steps"], result["train_seconds"], test["signature"]]
+        rows.append("| " + " | ".join(map(str, cells)) + " |")
+    header = "| model | test BLEU | steps | train seconds | sacreBLEU signature |"
+    table = "\n".join([header, "|---|---|---|---|---|", *rows])
     difference = results["vanilla"]["test"]["bleu"] - results["marian"]["test"]["bleu"]
     print(f"\n{table}\n\nvanilla - marian = {difference:+.2f} BLEU ({args.preset} recipe, {args.pair})")
     (root / "results.json").write_text(json.dumps({"table": table, "difference": difference}, indent=2))

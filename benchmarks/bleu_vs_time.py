@@ -1,6 +1,7 @@
 """Test BLEU against training time: what waiting longer gives, from one long run of a recipe.
 
-    python -m training.train --preset demo --output-dir runs/long --max-steps 12000 --keep-checkpoints
+    python -m training.train --preset demo --output-dir runs/long --max-steps 12000 --max-train-minutes 0 \
+        --keep-checkpoints
     python benchmarks/bleu_vs_time.py runs/long --steps 2400,6000,12000
 
 The paper's schedule (equation 3) does not depend on the run's length, and the data order is the same, so the

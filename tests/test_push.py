@@ -115,6 +115,7 @@ def test_training_writes_a_card_with_the_runs_real_values(final):
         f"Training time: {results['train_seconds']} s",
         "| train (kept after length filtering) | 400 |",
         "learning rate 0.2 x d_model^-0.5",
+        "tokens per step; 150 steps; training pairs",
         "| initialisation (not in the paper) | Xavier-uniform projections, embeddings from N(0, d_model^-0.5)",
         f"| {results['test']['examples'][0]['source']} | {results['test']['examples'][0]['translation']} |",
     ):

@@ -178,9 +178,10 @@ def test_two_processes_give_the_weights_of_one_with_the_same_global_batch(tmp_pa
     train_joint_bpe([line for line in files["train"].read_text().splitlines()], vocab_size=100).save_pretrained(
         tokenizer_dir
     )
+    # (With a time budget that never ends the run: its check, a broadcast from the first process, runs each step.)
     options = {"size": "tiny", "model_config": json.dumps({"encoder_layers": 1, "decoder_layers": 1, "dropout": 0.0}),
                "max_tokens": 200, "max_steps": 4, "warmup_steps": 2, "eval_steps": 1000, "save_steps": 1000,
-               "tokenizer": tokenizer_dir}  # fmt: skip
+               "tokenizer": tokenizer_dir, "max_train_minutes": 60}  # fmt: skip
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     one, two = tmp_path / "one", tmp_path / "two"
     single = toy_run_args(files, one, **options, gradient_accumulation_steps=2)
@@ -255,3 +256,20 @@ def test_mixed_precision_runs_where_the_hardware_has_it_and_is_refused_by_name_e
             main(toy_run_args(files, tmp_path / "fp16", fp16=True, **tiny))
         assert "--fp16 needs a CUDA GPU, and this machine has none" in capsys.readouterr().err
         assert not (tmp_path / "fp16").exists()
+
+
+def test_a_time_budget_ends_training_at_the_step_it_runs_out_with_a_checkpoint(tmp_path, capsys):
+    files = write_toy_corpus(tmp_path, {"train": 200, "validation": 10, "test": 5})
+    run = tmp_path / "run"
+    budget = {"size": "tiny", "model_config": "{}", "max_train_minutes": 1e-6, "bleu_sentences": 0, "show": 0}
+    results = main(toy_run_args(files, run, **budget))  # 60 microseconds: over after the first step
+    assert results["steps"] == 1 and results["recipe"]["max_steps"] == 150
+    assert [path.name for path in run.glob("checkpoint-*")] == ["checkpoint-1"]  # saved where it stopped
+    assert "training ended at step 1 of 150: the time budget of 1e-06 minutes" in capsys.readouterr().out
+    card = (run / "final" / "README.md").read_text()
+    assert "1 steps (of 150; the 1e-06-minute training budget ended the run)" in card
+    logged = [entry for entry in results["log_history"] if "loss" in entry or "eval_loss" in entry]
+    assert [entry["step"] for entry in logged] == [1, 1]  # its loss logged and the model evaluated where it stopped
+    no_limit = {**budget, "max_train_minutes": 0, "max_steps": 3, "eval_steps": 1}
+    unlimited = main(toy_run_args(files, tmp_path / "unlimited", **no_limit))
+    assert unlimited["steps"] == 3

@@ -117,9 +117,14 @@ def training_values(results: dict[str, Any]) -> dict[str, Any]:
     if results["environment"].get("gpu"):
         hardware += f", GPU {results['environment']['gpu']}"
     tokens_per_step = result("recipe.max_tokens") * result("recipe.gradient_accumulation_steps") * processes
-    recipe = ("lr_scale", "warmup_steps", "max_tokens", "gradient_accumulation_steps", "max_steps", "max_length")
+    trained, planned = result("steps"), result("recipe.max_steps")
+    steps = f"{trained:,} steps"
+    if trained < planned:
+        steps += f" (of {planned:,}; the {result('recipe.max_train_minutes'):g}-minute training budget ended the run)"
+    recipe = ("lr_scale", "warmup_steps", "max_tokens", "gradient_accumulation_steps", "max_length")
     return {
         **{name: result(f"recipe.{name}") for name in recipe},
+        "steps": steps,
         "averaged": result("recipe.average_last"),
         "processes": processes,
         "tokens_per_step": f"{tokens_per_step:,}",

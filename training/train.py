@@ -45,7 +45,7 @@ from .batching import TokenBudgetBatchSampler
 from .card import environment, render_card
 from .evaluation import corpus_bleu, translate
 from .plot import plot_training
-from .trainer import TranslationTrainer
+from .trainer import TrainingTimeBudget, TranslationTrainer
 
 ModelFactory = Callable[[VanillaConfig], PreTrainedModel]
 
@@ -272,6 +272,7 @@ def build_trainer(
     batches = TokenBudgetBatchSampler(preprocess.lengths(train_set), run.max_tokens, seed=args.seed)
     training_args = training_arguments(args, run, model.config.d_model, round(len(train_set) / len(batches)))
     bleu_sources, bleu_references = preprocess.sentences(validation_split, *languages(args))
+    budget = [TrainingTimeBudget(run.max_train_minutes * 60)] if run.max_train_minutes else []
     return TranslationTrainer(
         model=model,
         args=training_args,
@@ -282,6 +283,7 @@ def build_trainer(
         max_tokens=run.max_tokens,
         bleu_sources=bleu_sources[: run.bleu_sentences],
         bleu_references=bleu_references[: run.bleu_sentences],
+        callbacks=budget,
     )
 
 
@@ -365,6 +367,7 @@ def run_results(
         "preset": args.preset,
         "recipe": dataclasses.asdict(run),
         "seed": args.seed,
+        "steps": trainer.state.global_step,
         "processes": trainer.args.world_size,
         "precision": "bf16" if args.bf16 else "fp16" if args.fp16 else "fp32",
         "train_seconds": round(train_seconds),
@@ -399,6 +402,11 @@ def main(argv: list[str] | None = None, model_factory: ModelFactory = VanillaFor
     process.destroy_process_group()
     if not trainer.is_world_process_zero():
         return {}
+    if trainer.state.global_step < run.max_steps:
+        print(
+            f"training ended at step {trainer.state.global_step:,} of {run.max_steps:,}: the time budget of "
+            f"{run.max_train_minutes:g} minutes (--max-train-minutes; 0 for none)"
+        )
 
     model = averaged_model(model, args.output_dir, run.average_last)
     model.generation_config = paper_generation_config(model.config)  # the folder decodes as the paper does

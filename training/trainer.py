@@ -9,7 +9,7 @@ import datasets
 import torch
 from torch.optim.lr_scheduler import LambdaLR
 from torch.utils.data import DataLoader
-from transformers import Seq2SeqTrainer
+from transformers import Seq2SeqTrainer, TrainerCallback
 from transformers.trainer_utils import rotate_checkpoints
 
 from . import checkpoints
@@ -24,6 +24,26 @@ def paper_schedule(optimizer: torch.optim.Optimizer, warmup_steps: int) -> Lambd
     The optimizer's learning rate must be d_model^-0.5 (times a scale); LambdaLR counts from 0, hence step + 1.
     """
     return LambdaLR(optimizer, lambda index: min((index + 1) ** -0.5, (index + 1) * warmup_steps**-1.5))
+
+
+class TrainingTimeBudget(TrainerCallback):
+    """Ends training at the first step that ends `seconds` or more after training began, and logs, evaluates and
+    saves a checkpoint there, as at the last step of a run. In a data-parallel run the main process' clock decides
+    for all, so that every process stops at the same step."""
+
+    def __init__(self, seconds: float):
+        self.seconds = seconds
+        self.started = time.perf_counter()
+
+    def on_train_begin(self, args, state, control, **kwargs) -> None:
+        self.started = time.perf_counter()
+
+    def on_step_end(self, args, state, control, **kwargs) -> None:
+        over = torch.tensor(int(time.perf_counter() - self.started >= self.seconds), device=args.device)
+        if torch.distributed.is_initialized():
+            torch.distributed.broadcast(over, src=0)
+        if over.item():
+            control.should_training_stop = control.should_log = control.should_evaluate = control.should_save = True
 
 
 class TranslationTrainer(Seq2SeqTrainer):
