@@ -1,6 +1,6 @@
 """Test BLEU against training time: what waiting longer gives, from one long run of a recipe.
 
-    python -m training.train --preset demo --output-dir runs/long --max-steps 12000 --max-train-minutes 0 \
+    python -m training.train --preset demo --output-dir runs/long --max-steps 12000 --max-train-minutes 0 \\
         --keep-checkpoints
     python benchmarks/bleu_vs_time.py runs/long --steps 2400,6000,12000
 
