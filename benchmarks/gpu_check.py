@@ -36,6 +36,7 @@ import faulthandler
 import json
 import os
 import socket
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -174,6 +175,10 @@ def ddp_process(rank: int, task: dict[str, Any], folder: str, port: int) -> None
     finally:
         faulthandler.cancel_dump_traceback_later()
         distributed.destroy_process_group()
+    # No destructors: the gloo process group's teardown can hang at exit (see training/train.py's entry point).
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 def stuck_frames(folder: Path) -> str:

@@ -17,6 +17,8 @@ average, evaluate, save and card.
 import argparse
 import dataclasses
 import json
+import os
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -395,11 +397,7 @@ def main(argv: list[str] | None = None, model_factory: ModelFactory = VanillaFor
     model = build_model(args, config, tokenizer, model_factory)
     trainer = build_trainer(args, run, model, tokenizer, train_set, validation, splits["validation"])
     trainer.train(resume_from_checkpoint=resume_point(args))
-    # Every process leaves the process group before any exits: a process that exits while it is still a member
-    # can abort (gloo: "terminate called without an active exception"), and the launcher then kills the others.
-    # What follows runs on the first process alone and needs no group.
-    process.wait_for_everyone()
-    process.destroy_process_group()
+    process.wait_for_everyone()  # every process has finished training; what follows is the first one's alone
     if not trainer.is_world_process_zero():
         return {}
     if trainer.state.global_step < run.max_steps:
@@ -424,3 +422,11 @@ def main(argv: list[str] | None = None, model_factory: ModelFactory = VanillaFor
 
 if __name__ == "__main__":
     main()
+    if PartialState().num_processes > 1:
+        # A data-parallel process ends without running destructors, its files written and its output flushed: in
+        # torch 2.13 a gloo process group's own teardown at exit can abort ("terminate called without an active
+        # exception") or hang (py-spy: ~ProcessGroupGloo, reached from DDP's Reducer, joins its worker thread while
+        # holding the GIL, and the worker waits for the GIL to free the tensors of its last work).
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
