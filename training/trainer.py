@@ -42,7 +42,7 @@ class TrainingTimeBudget(TrainerCallback):
         over = torch.tensor(int(time.perf_counter() - self.started >= self.seconds), device=args.device)
         if torch.distributed.is_initialized():
             torch.distributed.broadcast(over, src=0)
-        if over.item():
+        if over.item() and state.global_step < state.max_steps:  # at the last step the run ends anyway
             control.should_training_stop = control.should_log = control.should_evaluate = control.should_save = True
 
 
