@@ -3,11 +3,15 @@ and JSON; length_scaling.py's picture; clear errors for bad options. (Values are
 machine measure noise. benchmarks/README.md has the real runs.)"""
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+import torch
+
+from modeling_vanilla import VanillaConfig
 
 from helpers import toy_run_args, write_toy_corpus
 
@@ -88,6 +92,37 @@ def test_ct2_speed(tmp_path):
     payload, stdout = run_tiny("ct2_speed.py", tmp_path / "ct2.json", *options)
     assert measured_systems(payload) == [["generate (float32)", "CTranslate2 float32", "CTranslate2 int8"]]
     assert "| tiny | CTranslate2 int8 / generate (float32) |" in stdout
+
+
+def test_qkv_fusion_times_the_fused_variant_after_checking_it():
+    done = run_script(
+        "qkv_fusion.py", *ONE_TINY_ROUND, "--d-model", "32", "--layers", "1", "--decoding-steps", "1", "--repeats", "1",
+        "--warmup", "0", "--steps", "1", "--batch-size", "2", "--source-length", "5", "--target-length", "4",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "| 2048 | 1 |" in done.stdout  # the matmul-only table's training row
+    row = next(line for line in done.stdout.splitlines() if line.startswith("| tiny |"))
+    assert float(row.split("|")[-2]) > 0  # fused / separate step time
+    check = re.search(r"tiny: fused against separate, largest \|difference\| of loss and gradients (\S+)", done.stdout)
+    assert check and float(check.group(1)) < 1e-5
+
+
+def test_qkv_fusion_refuses_a_fused_variant_that_computes_something_else(monkeypatch):
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    import qkv_fusion
+    import systems
+
+    config = VanillaConfig.from_preset("tiny", vocab_size=40)
+    model = systems.build_model("ours", config, "sdpa", "cpu")
+    assert qkv_fusion.check_same_function(model, config) < 1e-5
+
+    def without_bias(inputs: torch.Tensor, *projections: torch.nn.Linear) -> torch.Tensor:
+        weight = torch.cat([projection.weight for projection in projections])
+        return inputs @ weight.T + 0 * torch.cat([projection.bias for projection in projections])
+
+    monkeypatch.setattr(qkv_fusion, "joint_projection", without_bias)
+    with pytest.raises(RuntimeError, match="fused and separate projections differ"):
+        qkv_fusion.check_same_function(model, config)
 
 
 @pytest.mark.parametrize(
