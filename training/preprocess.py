@@ -7,6 +7,8 @@ settings: a second run over the same data, and every other process of a data-par
 computing them again.
 """
 
+import csv
+import hashlib
 from collections.abc import Iterator
 from itertools import compress
 from pathlib import Path
@@ -25,12 +27,13 @@ from .tokenizer import train_joint_bpe
 LENGTH = "length"
 
 
-def check_text_file(path: str) -> None:
+def check_text_file(path: str) -> str:
     """Refuses a data file that is not UTF-8, naming the first bad lines; counts blank lines aloud (they are
-    skipped when the file is read)."""
-    bad, blank = [], 0
+    skipped when the file is read). Returns the SHA-256 of its bytes."""
+    bad, blank, digest = [], 0, hashlib.sha256()
     with open(path, "rb") as file:
         for number, line in enumerate(file, start=1):
+            digest.update(line)
             try:
                 blank += not line.decode("utf-8").strip()
             except UnicodeDecodeError:
@@ -39,6 +42,25 @@ def check_text_file(path: str) -> None:
         raise ValueError(f"{path} is not UTF-8 text: {len(bad)} bad lines, first at lines {bad[:5]}")
     if blank:
         print(f"{path}: {blank} blank lines skipped")
+    return digest.hexdigest()
+
+
+def load_file(split: str, path: str) -> datasets.Dataset:
+    """One split from a JSONL file, or from a CSV file (by its extension) whose cells are all read as text: no
+    "NA" or "null" becomes a missing value, no column of digits a number.
+
+    `datasets` caches what it reads under a key of the file's path and modification time only, so a file rewritten
+    with the same time would be read as it was: the cache is keyed by the file's SHA-256 as well (the builder's
+    config name)."""
+    name = f"sha256-{check_text_file(path)}"
+    if not path.endswith(".csv"):
+        return datasets.load_dataset("json", name=name, data_files={split: path}, split=split)
+    with open(path, encoding="utf-8", newline="") as file:
+        header = next(csv.reader(file), [])
+    text = datasets.Features({column: datasets.Value("string") for column in header})
+    return datasets.load_dataset(
+        "csv", name=name, data_files={split: path}, split=split, features=text, na_filter=False
+    )
 
 
 def load_splits(
@@ -47,20 +69,41 @@ def load_splits(
     dataset_name: str | None = None,
     dataset_config: str | None = None,
 ) -> datasets.DatasetDict:
-    """The user's `files` (split -> JSONL or CSV path), a `datasets` dataset, or else the built-in corpus of `pair`.
-    The splits are train, validation and, optionally, test."""
+    """The user's `files` (split -> JSONL or CSV path, each read by its own extension; all with the same columns),
+    a `datasets` dataset (a Hub id, a local folder of data files, or a folder written by `save_to_disk`), or else
+    the built-in corpus of `pair`. The splits are train, validation and, optionally, test."""
     if files:
-        for path in files.values():
-            check_text_file(path)
-        builder = "csv" if files["train"].endswith(".csv") else "json"
-        splits = datasets.load_dataset(builder, data_files=files)
+        splits = datasets.DatasetDict({split: load_file(split, path) for split, path in files.items()})
+        columns = {split: sorted(data.column_names) for split, data in splits.items()}
+        if len({tuple(names) for names in columns.values()}) > 1:
+            raise ValueError(
+                "the data files differ in layout: "
+                + ", ".join(f"{split} ({files[split]}) has columns {names}" for split, names in columns.items())
+                + "; give every file the same columns: 'translation', or one per language"
+            )
     elif dataset_name:
-        splits = datasets.load_dataset(dataset_name, dataset_config)
+        splits = load_named_dataset(dataset_name, dataset_config)
     else:
         splits = load_corpus(pair)
     if "validation" not in splits:
         raise ValueError("the data needs a validation split (pass --validation-file)")
     return splits
+
+
+def load_named_dataset(name: str, config: str | None) -> datasets.DatasetDict:
+    """A `datasets` dataset by name (`datasets.load_dataset`: a Hub id or a local folder of data files, `config`
+    naming one of its configurations), or a folder written by `DatasetDict.save_to_disk`, read in place."""
+    saved = Path(name)
+    if (saved / datasets.config.DATASETDICT_JSON_FILENAME).is_file():
+        if config is not None:
+            raise ValueError(f"{name} is a dataset saved by save_to_disk, which has no configurations: drop {config!r}")
+        return datasets.load_from_disk(saved)
+    if (saved / datasets.config.DATASET_STATE_JSON_FILENAME).is_file():
+        raise ValueError(
+            f"{name} holds a single split saved by Dataset.save_to_disk; the data needs train and validation splits: "
+            "save a DatasetDict"
+        )
+    return datasets.load_dataset(name, config)
 
 
 def sides(batch: dict[str, list], source: str, target: str) -> tuple[list[str], list[str]]:
