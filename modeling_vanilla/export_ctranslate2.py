@@ -11,6 +11,9 @@ spec. It holds `max_position_embeddings + 50` positions (section 6.1's output al
 `max_decoding_length` may ask for, at most that many tokens; beyond it CTranslate2 raises "No position encodings
 are defined for positions >= N".
 
+Output projection: the model's `lm_head`, which is the shared embedding matrix (section 3.4) unless the model has an
+output layer of its own (`tie_word_embeddings=False`, as some converted OPUS-MT checkpoints do).
+
 Vocabulary: the tokens of the folder's tokenizer if it has one, else the ids written as tokens ("0", "1", ...).
 Source sentences are given to CTranslate2 as tokens exactly as our tokenizer produces them (with `</s>`); the
 decoder starts from `decoder_start_token_id`, as in `generate`.
@@ -115,7 +118,7 @@ def transformer_spec_from_model(
         stack_spec.position_encodings.encodings = table
     spec.encoder.embeddings[0].weight = shared
     spec.decoder.embeddings.weight = shared
-    spec.decoder.projection.weight = shared
+    spec.decoder.projection.weight = model.get_output_embeddings().weight.detach()  # `shared` unless untied
     if config.add_final_logits_bias:
         spec.decoder.projection.bias = model.final_logits_bias.detach()[0]
 
