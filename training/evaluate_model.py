@@ -1,0 +1,128 @@
+"""Score a translation model on a test set: corpus BLEU and chrF by sacreBLEU, each with its signature.
+
+    vanilla-evaluate runs/demo --pair en-de                           # the built-in test split
+    vanilla-evaluate runs/demo --test-file test.jsonl --json          # a file as vanilla-train reads it
+    vanilla-evaluate Helsinki-NLP/opus-mt-en-de --source newstest.en --reference newstest.de
+
+MODEL is what `vanilla-translate` takes (a run folder, a model folder or a Hub id), and the sentences are translated
+as it translates them: the model's own decoding (`--beams` overrides the beam size), in batches of about
+`--max-tokens` source tokens. On the built-in test split this is the translation that `vanilla-train` scores for its
+test BLEU, so the BLEU printed here is the one training reported for the same model (when training translated the
+whole split: no `--test-limit`, and the same `--test-beams`). BLEU is sacreBLEU's 13a-tokenized corpus BLEU, through
+the `evaluate` metric training uses; chrF is sacreBLEU's chrF (character 6-grams, beta 2).
+"""
+
+import argparse
+import contextlib
+import json
+import sys
+from pathlib import Path
+
+import sacrebleu
+
+from .data import PAIRS, load_corpus, target_language
+from .evaluation import corpus_bleu
+from .preprocess import load_file, sentences
+from .translate import (
+    add_model_arguments,
+    check_lengths,
+    decoding_options,
+    load_translator,
+    model_folder,
+    read_lines,
+    recorded_languages,
+    translate_lines,
+)
+
+
+def corpus_chrf(predictions: list[str], references: list[str]) -> dict:
+    """sacreBLEU's corpus chrF with its signature, e.g. {"score": 45.1, "signature": "nrefs:1|case:mixed|..."}."""
+    chrf = sacrebleu.metrics.CHRF()
+    return {"score": chrf.corpus_score(predictions, [references]).score, "signature": str(chrf.get_signature())}
+
+
+def test_set(args: argparse.Namespace, parser: argparse.ArgumentParser) -> tuple[list[str], list[str]]:
+    """The source sentences and their references, from `--pair`, `--test-file` or `--source`/`--reference`."""
+    if args.pair:
+        languages = ("en", target_language(args.pair))
+        recorded = recorded_languages(args.model)
+        if recorded is not None and recorded != languages:
+            parser.error(f"{args.model} translates {'-'.join(recorded)}, not {args.pair}")
+        return sentences(load_corpus(args.pair)["test"], *languages)
+    if args.test_file:
+        languages = (args.source_lang, args.target_lang)
+        if None in languages:
+            recorded = recorded_languages(args.model)
+            if recorded is None:
+                parser.error(
+                    f"--test-file: {model_folder(args.model)} records no languages: name the columns with "
+                    "--source-lang and --target-lang"
+                )
+            languages = (args.source_lang or recorded[0], args.target_lang or recorded[1])
+        split = load_file("test", str(args.test_file))
+        layout = split.features["translation"] if "translation" in split.column_names else split.column_names
+        missing = [language for language in languages if language not in layout]
+        if missing:
+            parser.error(f"{args.test_file} has no {', '.join(missing)} (it has {', '.join(sorted(layout))})")
+        return sentences(split, *languages)
+    texts = {}
+    for path in (args.source, args.reference):
+        if not path.is_file():
+            parser.error(f"{path}: no such file")
+        with path.open("rb") as file:
+            texts[path] = read_lines(file, str(path))
+    sources, references = texts.values()
+    if len(sources) != len(references):
+        parser.error(f"{args.source} has {len(sources):,} lines but {args.reference} has {len(references):,}")
+    return sources, references
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(
+        prog="vanilla-evaluate", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    add_model_arguments(parser)
+    test = parser.add_mutually_exclusive_group(required=True)
+    test.add_argument("--pair", choices=list(PAIRS), help="the built-in corpus's test split of this pair")
+    test.add_argument(
+        "--test-file", type=Path, help="JSONL ({'translation': {src: ..., tgt: ...}} per line) or CSV, as in training"
+    )
+    test.add_argument("--source", type=Path, help="a text file of source sentences, one per line (with --reference)")
+    parser.add_argument("--reference", type=Path, help="a text file of their reference translations, line by line")
+    parser.add_argument(
+        "--source-lang", help="--test-file's source column (default: the language the model's training recorded)"
+    )
+    parser.add_argument("--target-lang", help="--test-file's reference column (default: likewise)")
+    parser.add_argument("--json", action="store_true", help="print the scores as one JSON object")
+    args = parser.parse_args(argv)
+    if (args.source is None) != (args.reference is None):
+        parser.error("--source and --reference go together")
+    if (args.source_lang or args.target_lang) and not args.test_file:
+        parser.error("--source-lang/--target-lang name the columns of a --test-file")
+    with contextlib.redirect_stdout(sys.stderr):  # what loading and translating print; stdout holds the scores
+        model, tokenizer = load_translator(args.model)
+        try:
+            sources, references = test_set(args, parser)
+            check_lengths(tokenizer, sources, "the test set")
+        except ValueError as error:
+            parser.error(str(error))
+        predictions = translate_lines(model, tokenizer, sources, **decoding_options(args))
+    bleu = corpus_bleu(predictions, references)
+    scores = {
+        "model": model_folder(args.model),
+        "test": str(args.pair or args.test_file or args.source),
+        "sentences": len(sources),
+        "num_beams": args.beams or model.generation_config.num_beams or 1,
+        "bleu": {"score": bleu["score"], "signature": bleu["signature"]},
+        "chrf": corpus_chrf(predictions, references),
+    }
+    if args.json:
+        print(json.dumps(scores))
+        return
+    print(f"BLEU {scores['bleu']['score']:.2f}  {scores['bleu']['signature']}")
+    print(f"chrF {scores['chrf']['score']:.2f}  {scores['chrf']['signature']}")
+    print(f"{scores['sentences']:,} sentences of {scores['test']}, beam {scores['num_beams']}, {scores['model']}")
+
+
+if __name__ == "__main__":
+    main()
