@@ -244,7 +244,7 @@ def convert_marian_folder(
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
-        prog="python -m modeling_vanilla.convert_marian",
+        prog="vanilla-convert-marian",
         description="Convert a MarianMT / OPUS-MT checkpoint into a vanilla Transformer folder with identical "
         "output (refuses, naming the setting, what it cannot represent exactly).",
     )

@@ -46,7 +46,7 @@ def push_translator(folder: str | Path, repo_id: str, private: bool = False, tok
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m training.push", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="vanilla-push", description=__doc__.splitlines()[0])
     parser.add_argument("--model-dir", required=True, help="a final/ folder written by training.train")
     parser.add_argument("--repo-id", required=True, help="NAMESPACE/NAME on the Hub")
     parser.add_argument("--private", action="store_true", help="create the repo private")

@@ -168,7 +168,7 @@ def write_attention_pictures(maps: AttentionMaps, output_dir: str | Path) -> lis
 
 def main(argv: list[str] | None = None) -> list[Path]:
     parser = argparse.ArgumentParser(
-        prog="python -m training.show_attention",
+        prog="vanilla-show-attention",
         description=__doc__.splitlines()[0],
         epilog="Writes cross-, encoder self- and decoder self-attention heatmaps (per layer, and per head).",
     )
@@ -184,6 +184,11 @@ def main(argv: list[str] | None = None) -> list[Path]:
     written = write_attention_pictures(maps, args.output_dir)
     print("wrote " + ", ".join(str(path) for path in written))
     return written
+
+
+def console_main() -> None:
+    """`vanilla-show-attention`: `main`, whose return value would become the exit status."""
+    main()
 
 
 if __name__ == "__main__":

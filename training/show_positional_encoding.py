@@ -43,9 +43,7 @@ def plot_positional_encoding(positions: int, d_model: int, path: str | Path) -> 
 
 
 def main(argv: list[str] | None = None) -> Path:
-    parser = argparse.ArgumentParser(
-        prog="python -m training.show_positional_encoding", description=__doc__.splitlines()[0]
-    )
+    parser = argparse.ArgumentParser(prog="vanilla-show-positional-encoding", description=__doc__.splitlines()[0])
     parser.add_argument("--positions", type=int, default=100, help="positions 0 .. N-1 (default: 100)")
     parser.add_argument("--d-model", type=int, default=512, help="dimensions, even (default: 512, the base model)")
     parser.add_argument("--output", default="positional_encoding.png", help="the PNG file to write")
@@ -53,6 +51,11 @@ def main(argv: list[str] | None = None) -> Path:
     path = plot_positional_encoding(args.positions, args.d_model, args.output)
     print(f"wrote {path}")
     return path
+
+
+def console_main() -> None:
+    """`vanilla-show-positional-encoding`: `main`, whose return value would become the exit status."""
+    main()
 
 
 if __name__ == "__main__":
