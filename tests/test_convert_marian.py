@@ -45,9 +45,15 @@ BEAM = {
 
 
 def _logits(model, ids, mask) -> torch.Tensor:
+    """Logits of random targets starting from pad (OPUS-MT's decoder start), the first left-padded by two, the second
+    with a masked token inside, the third right-padded: the two models agree only if both honour the decoder mask
+    (padding at the end alone is hidden by the causal mask from every position before it)."""
     decoder_ids = torch.randint(1, PAD, (ids.shape[0], 7), generator=torch.Generator().manual_seed(1))
     decoder_ids[:, 0] = PAD
+    decoder_ids[0, :3] = PAD
     decoder_mask = torch.ones_like(decoder_ids)
+    decoder_mask[0, :2] = 0
+    decoder_mask[1, 3] = 0
     decoder_mask[2, 5:] = 0
     with torch.no_grad():
         return model(
