@@ -78,8 +78,8 @@ class VanillaConfig(PreTrainedConfig):
 
     Token ids follow the joint BPE tokenizer of `training/`: `<pad>`=0, `<unk>`=1, `<s>`=2, `</s>`=3. The decoder
     starts from `<s>`. `max_position_embeddings` becomes the tokenizer's `model_max_length` (the longest input the
-    pipeline accepts before truncating); the model itself takes any length, since the sinusoidal encoding has no
-    maximum (section 3.5).
+    pipeline accepts before truncating) and is the size of the table of sinusoidal encodings (section 3.5). Eager
+    code takes longer sequences too (the table grows, with the formula's values); a compiled forward raises past it.
 
     `tie_word_embeddings=False` gives the output projection a matrix of its own; the encoder and decoder still share
     one embedding matrix (the paper's shared vocabulary). `positional_encoding_layout`, `add_final_logits_bias` and

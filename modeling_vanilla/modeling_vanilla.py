@@ -33,9 +33,12 @@ Fidelity notes: every place where this code differs from the paper, or decides w
   own, initialised like the embedding, while the encoder and decoder keep sharing one embedding matrix.
 - The decoder starts from `<s>` (`decoder_start_token_id`); the paper does not name its start symbol. Marian
   checkpoints start from `<pad>`, which is only a different `decoder_start_token_id`.
-- The positional encoding is the formula, computed in float64 (then cast to float32) into a table on first use and
-  grown as longer sequences come: nothing learned, no maximum length, nothing saved or restored after loading
-  (transformers builds models on the meta device).
+- The positional encoding is the formula, computed in float64 (then cast to float32) into a table of
+  `max_position_embeddings` rows when the model is built: nothing learned, nothing saved (a non-persistent buffer,
+  computed again after loading, since transformers builds models on the meta device). Eager code grows the table,
+  with the same values, when a longer sequence comes; a compiled forward, whose shapes are fixed, cannot grow it and
+  raises past it. With a static cache the decoder reserves rows for the whole cache on the first (eager) step of
+  `generate`, so its compiled steps read positions up to the cache's size.
 - Marian option `activation_function="swish"` (OPUS-MT's FFN activation) exists only to represent Marian
   checkpoints (`convert_marian.py`); the default is the paper's "relu".
 - Marian option `positional_encoding_layout="sin_then_cos"` (all sines, then all cosines: the paper's values with
@@ -105,24 +108,43 @@ def sinusoidal_positional_encoding(positions: torch.Tensor, d_model: int, layout
 
 
 class SinusoidalPositionalEncoding(nn.Module):
-    """PE of section 3.5 for positions `start .. start + length - 1`, read from a table of the formula that is computed
-    once, on the CPU in float64, and grown when a longer sequence comes: decoding does not recompute sines step by
-    step. The table is neither a parameter nor a buffer (nothing to learn, save or load), so it is made where it is
-    first used, on that device."""
+    """PE of section 3.5 for positions `start .. start + length - 1`, read from a table of the formula: decoding does
+    not recompute sines step by step. The table has `num_positions` rows (the config's `max_position_embeddings`),
+    computed on the CPU in float64, then cast to float32. It is a non-persistent buffer: it moves with the model, is
+    never saved, and is computed again after loading (`_init_weights`), since transformers builds models on the meta
+    device. Eager code grows it when a longer sequence comes; compiled code, whose shapes are fixed, cannot, and
+    raises instead."""
 
-    def __init__(self, d_model: int, layout: str):
+    def __init__(self, d_model: int, layout: str, num_positions: int):
         super().__init__()
         self.d_model = d_model
         self.layout = layout
-        self.table = torch.empty(0, d_model)
+        self.register_buffer("table", self.formula(num_positions).to(torch.get_default_device()), persistent=False)
 
-    def forward(self, start: int, length: int, like: torch.Tensor) -> torch.Tensor:
-        end = start + length
-        if self.table.shape[0] < end or self.table.device != like.device:
-            rows = max(end, 2 * self.table.shape[0], 64)
-            encoding = sinusoidal_positional_encoding(torch.arange(rows), self.d_model, self.layout)
-            self.table = encoding.to(like.device)
-        return self.table[start:end].to(like.dtype)
+    def formula(self, num_positions: int) -> torch.Tensor:
+        """The first `num_positions` rows of the table, on the CPU."""
+        return sinusoidal_positional_encoding(torch.arange(num_positions, device="cpu"), self.d_model, self.layout)
+
+    def reserve(self, num_positions: int) -> None:
+        """Makes the table hold positions `0 .. num_positions - 1` (at least doubling it when it grows)."""
+        rows = self.table.shape[0]
+        if num_positions <= rows:
+            return
+        if is_torchdynamo_compiling():
+            raise ValueError(
+                f"position {num_positions - 1} is past the positional-encoding table ({rows} rows: "
+                f"max_position_embeddings), which compiled code cannot grow; raise max_position_embeddings, or run "
+                "such lengths eagerly"
+            )
+        self.table = self.formula(max(num_positions, 2 * rows)).to(self.table.device, self.table.dtype)
+
+    def forward(self, start: int | torch.Tensor, length: int, like: torch.Tensor) -> torch.Tensor:
+        """`start` is an int, or a 0-d tensor (a static cache's length: compiled decoding steps read their positions
+        from it without waiting for the device); with a tensor the caller has reserved the rows."""
+        if isinstance(start, int):
+            self.reserve(start + length)
+        positions = torch.arange(length, device=self.table.device) + start
+        return self.table[positions].to(like.dtype)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -325,6 +347,7 @@ class VanillaPreTrainedModel(PreTrainedModel):
     _supports_sdpa = True
     _supports_flash_attn = True
     _supports_flex_attn = True
+    _can_compile_fullgraph = True
 
     def _init_weights(self, module: nn.Module) -> None:
         std = self.config.init_std
@@ -343,6 +366,8 @@ class VanillaPreTrainedModel(PreTrainedModel):
             init.zeros_(module.bias)
         elif isinstance(module, VanillaForConditionalGeneration) and module.config.add_final_logits_bias:
             init.zeros_(module.final_logits_bias)
+        elif isinstance(module, SinusoidalPositionalEncoding):
+            init.copy_(module.table, module.formula(module.table.shape[0]))
 
     @classmethod
     def from_pretrained(cls, *args, **kwargs) -> "VanillaPreTrainedModel":
@@ -409,7 +434,9 @@ class VanillaStack(VanillaPreTrainedModel):
         super().__init__(config)
         self.embed_tokens = nn.Embedding(config.vocab_size, config.d_model)
         self.embed_scale = math.sqrt(config.d_model) if config.scale_embedding else 1.0
-        self.positional_encoding = SinusoidalPositionalEncoding(config.d_model, config.positional_encoding_layout)
+        self.positional_encoding = SinusoidalPositionalEncoding(
+            config.d_model, config.positional_encoding_layout, config.max_position_embeddings
+        )
         self.dropout = nn.Dropout(config.dropout)
 
     def get_input_embeddings(self) -> nn.Embedding:
@@ -419,9 +446,14 @@ class VanillaStack(VanillaPreTrainedModel):
         self.embed_tokens = value
 
     def embed(
-        self, input_ids: torch.Tensor | None, inputs_embeds: torch.Tensor | None, past_length: int, name: str
+        self,
+        input_ids: torch.Tensor | None,
+        inputs_embeds: torch.Tensor | None,
+        past_length: int | torch.Tensor,
+        name: str,
     ) -> torch.Tensor:
-        """Dropout(Embedding(tokens) * sqrt(d_model) + PE(positions)) (sections 3.4, 3.5 and 5.4).
+        """Dropout(Embedding(tokens) * sqrt(d_model) + PE(positions)) (sections 3.4, 3.5 and 5.4), positions from
+        `past_length` on (an int, or a 0-d tensor inside a compiled decoding step with a static cache).
 
         `inputs_embeds`, if given instead of ids, is the raw embedding lookup (what `get_input_embeddings()`
         returns for the ids); it is scaled the same way, so both routes give the same result.
@@ -431,7 +463,8 @@ class VanillaStack(VanillaPreTrainedModel):
         if input_ids is not None:
             if input_ids.dim() != 2:
                 raise ValueError(f"{name} must be (batch, length), got shape {tuple(input_ids.shape)}")
-            if past_length == 0:  # ids that continue a cached decoding come from generate, which checked its inputs
+            # ids that continue a cached decoding come from generate, which checked its inputs
+            if isinstance(past_length, int) and past_length == 0:
                 check_token_ids(input_ids, self.config.vocab_size, name)
             inputs_embeds = self.embed_tokens(input_ids)
         elif inputs_embeds.dim() != 3 or inputs_embeds.shape[-1] != self.config.d_model:
@@ -516,11 +549,19 @@ class VanillaDecoder(VanillaStack):
         if cache is not None and not isinstance(cache, EncoderDecoderCache):
             raise TypeError(f"the decoder cache must be an EncoderDecoderCache, got {type(cache).__name__}")
         past_length = cache.get_seq_length() if cache is not None else 0
+        if cache is not None:
+            # A static cache counts its length in a tensor, from which compiled steps take their positions; eager
+            # code reads it as a number (for the input checks), and reserves positional encodings up to its size.
+            if isinstance(past_length, torch.Tensor) and not is_torchdynamo_compiling():
+                past_length = int(past_length)
+            self.positional_encoding.reserve(cache.get_max_length())
 
         hidden_states = self.embed(input_ids, inputs_embeds, past_length, name="decoder_input_ids")
         batch_size, length = hidden_states.shape[:2]
-        first_step = past_length == 0  # later steps of a cached decoding read masks already checked
-        check_attention_mask(attention_mask, (batch_size, past_length + length), "decoder_attention_mask", first_step)
+        first_step = isinstance(past_length, int) and past_length == 0  # later steps read masks already checked
+        if isinstance(past_length, int):  # a compiled step with a static cache has its length on the device only
+            expected = (batch_size, past_length + length)
+            check_attention_mask(attention_mask, expected, "decoder_attention_mask", first_step)
         source_shape = tuple(encoder_hidden_states.shape[:2])
         check_attention_mask(encoder_attention_mask, source_shape, "attention_mask (source padding)", first_step)
         self_attention_mask = create_causal_mask(
@@ -764,7 +805,7 @@ class VanillaForConditionalGeneration(VanillaPreTrainedModel, GenerationMixin):
         if length_unset:
             source = inputs if inputs is not None else kwargs.get("input_ids", kwargs.get("inputs_embeds"))
             if source is None and kwargs.get("encoder_outputs") is not None:
-                source = kwargs["encoder_outputs"].last_hidden_state
+                source = kwargs["encoder_outputs"][0]  # a BaseModelOutput or a tuple: the last hidden state first
             if source is not None:
                 kwargs["max_new_tokens"] = source.shape[1] + EXTRA_OUTPUT_LENGTH
         return super().generate(inputs, generation_config, **kwargs)
