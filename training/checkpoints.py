@@ -11,6 +11,8 @@ import os
 import shutil
 from pathlib import Path
 
+from transformers.trainer_utils import sort_checkpoints
+
 from .data import file_sha256
 
 CHECKSUMS = "checksums.json"
@@ -54,3 +56,24 @@ def verify_checkpoint(folder: str | Path) -> None:
             )
         if file_sha256(path) != expected["sha256"]:
             raise CorruptCheckpointError(f"{path} is corrupted: its SHA-256 differs from the one recorded when saved")
+
+
+def step_of(checkpoint: str | Path) -> int:
+    """The step of a `checkpoint-<step>` folder."""
+    return int(Path(checkpoint).name.rsplit("-", 1)[1])
+
+
+def window(run_dir: str | Path, count: int, last_step: int | None = None) -> list[str]:
+    """The last `count` checkpoints of `run_dir` (oldest first) at or before `last_step` (at any step if None)."""
+    found = [c for c in sort_checkpoints(str(run_dir)) if last_step is None or step_of(c) <= last_step]
+    return found[-count:]
+
+
+def prune(run_dir: str | Path, count: int, best_step: int | None = None) -> None:
+    """Deletes every checkpoint of `run_dir` except the last `count` (to resume and average from) and the `count`
+    ending at `best_step` (to average around the best evaluation). transformers' `rotate_checkpoints` protects the
+    one best checkpoint only."""
+    keep = set(window(run_dir, count)) | (set(window(run_dir, count, best_step)) if best_step else set())
+    for checkpoint in sort_checkpoints(str(run_dir)):
+        if checkpoint not in keep:
+            shutil.rmtree(checkpoint)

@@ -11,6 +11,7 @@ ADAM_EPSILON = 1e-9
 WARMUP_STEPS = 4000
 # Section 5.4: label smoothing of value 0.1.
 LABEL_SMOOTHING = 0.1
+SELECTIONS = ("last", "best")  # see Recipe.selection
 
 
 def paper_learning_rate(d_model: int, scale: float = 1.0) -> float:
@@ -33,9 +34,35 @@ class Recipe:
     save_steps: int
     average_last: int  # checkpoints averaged at the end (section 6.1: 5 for base, 20 for big)
     lr_scale: float = 1.0  # multiplies equation 3's learning rate
+    label_smoothing: float = LABEL_SMOOTHING
     max_length: int = 256  # longest example kept, in tokens (longer ones are counted and left out)
-    bleu_sentences: int = 200  # validation sentences translated (greedy) at each evaluation
+    bleu_sentences: int = 200  # validation sentences translated (greedy) at each evaluation (0: validation loss only)
     max_train_minutes: float = 0.0  # training ends at the first step after this many minutes, if sooner (0: no limit)
+    # Which checkpoints are averaged at the end: "last" (section 6.1), or "best": those ending at the evaluation
+    # with the best validation BLEU (validation loss where bleu_sentences is 0), so that a longer run is never worse.
+    selection: str = "last"
+    patience: int = 0  # evaluations without a better validation score before training stops (0: never)
+
+    def __post_init__(self) -> None:
+        """Refuses values no run can use, naming the field."""
+        positive = ("vocab_size", "max_tokens", "gradient_accumulation_steps", "max_steps", "eval_steps", "save_steps")
+        for name in (*positive, "average_last", "max_length", "lr_scale"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
+        for name in ("warmup_steps", "bleu_sentences", "max_train_minutes", "patience"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must be zero or positive, got {getattr(self, name)}")
+        if not 0 <= self.label_smoothing < 1:
+            raise ValueError(f"label_smoothing must lie in [0, 1), got {self.label_smoothing}")
+        if self.selection not in SELECTIONS:
+            raise ValueError(f"selection must be one of {SELECTIONS}, got {self.selection!r}")
+        if self.patience and self.selection != "best":
+            raise ValueError("patience stops a run past its best evaluation: it needs selection 'best'")
+        if self.selection == "best" and self.eval_steps % self.save_steps:
+            raise ValueError(
+                f"selection 'best' averages the checkpoints ending at the best evaluation, so save_steps "
+                f"({self.save_steps}) must divide eval_steps ({self.eval_steps})"
+            )
 
 
 RECIPES = {

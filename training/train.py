@@ -37,7 +37,7 @@ from transformers import (
     Seq2SeqTrainingArguments,
     set_seed,
 )
-from transformers.trainer_utils import get_last_checkpoint, sort_checkpoints
+from transformers.trainer_utils import get_last_checkpoint
 
 from modeling_vanilla import PRESETS, VanillaConfig, VanillaForConditionalGeneration, paper_generation_config
 
@@ -47,7 +47,7 @@ from .batching import TokenBudgetBatchSampler
 from .card import environment, render_card
 from .evaluation import corpus_bleu, translate
 from .plot import plot_training
-from .trainer import TrainingTimeBudget, TranslationTrainer
+from .trainer import PatienceCallback, TrainingTimeBudget, TranslationTrainer
 
 ModelFactory = Callable[[VanillaConfig], PreTrainedModel]
 
@@ -57,45 +57,114 @@ ModelFactory = Callable[[VanillaConfig], PreTrainedModel]
 # ---------------------------------------------------------------------------------------------------------------
 
 
+# Where each field of `recipe.Recipe` appears in --help.
+RECIPE_GROUPS = {
+    "data": ("max_length",),
+    "model": ("vocab_size",),
+    "recipe": (
+        "max_tokens",
+        "gradient_accumulation_steps",
+        "lr_scale",
+        "warmup_steps",
+        "label_smoothing",
+        "max_steps",
+        "max_train_minutes",
+    ),
+    "evaluation": ("eval_steps", "bleu_sentences", "selection", "patience"),
+    "output": ("save_steps", "average_last"),
+}
+RECIPE_HELP = {
+    "max_length": "longest pair kept, in tokens (longer pairs are counted and left out)",
+    "vocab_size": "joint BPE vocabulary size",
+    "max_tokens": "tokens per batch and process, padding included (section 5.1)",
+    "gradient_accumulation_steps": "batches summed into one optimizer step",
+    "lr_scale": "multiplies equation 3's learning rate",
+    "warmup_steps": "warmup of equation 3",
+    "label_smoothing": "label smoothing (section 5.4)",
+    "max_steps": "optimizer steps",
+    "max_train_minutes": "training ends at the first step past this many minutes (0: no limit)",
+    "eval_steps": "steps between evaluations (validation loss and greedy BLEU)",
+    "bleu_sentences": "validation sentences translated at each evaluation (0: loss only)",
+    "selection": "checkpoints averaged at the end: the last ones, or those ending at the best evaluation",
+    "patience": "evaluations without a better validation score before training stops (0: never)",
+    "save_steps": "steps between checkpoints",
+    "average_last": "checkpoints averaged into the final model (section 6.1)",
+}
+PRECISIONS = ("auto", "fp32", "bf16", "fp16")
+
+
+def preset_values(name: str) -> str:
+    """A recipe field's value in every preset, for --help: "demo 2000, base 100000, big 300000"."""
+    return ", ".join(f"{preset} {getattr(run, name)}" for preset, run in recipe.RECIPES.items())
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
-        prog="python -m training.train", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+        prog="vanilla-train", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--preset", choices=sorted(recipe.RECIPES), default="demo", help="recipe (default: demo)")
-    parser.add_argument("--output-dir", required=True, help="run folder: checkpoints, final model, metrics, plot")
-    parser.add_argument("--pair", default="en-de", choices=["en-de", "en-fr"], help="built-in corpus")
-    parser.add_argument("--source-lang", default="en")
-    parser.add_argument("--target-lang", help="default: the second language of --pair")
-    parser.add_argument("--train-file", help="JSONL ({'translation': {src: ..., tgt: ...}} per line) or CSV")
-    parser.add_argument("--validation-file")
-    parser.add_argument("--test-file")
-    parser.add_argument("--dataset-name", help="a `datasets` dataset name instead of files")
-    parser.add_argument("--dataset-config")
-    parser.add_argument("--model-name-or-path", help="fine-tune this model (folder or Hub id) with its tokenizer")
-    parser.add_argument("--tokenizer", help="an existing tokenizer folder instead of training a joint BPE")
-    parser.add_argument(
+    groups = {
+        name: parser.add_argument_group(name)
+        for name in ("data", "model", "recipe", "precision and speed", "evaluation", "output")
+    }
+    data, model, run, speed, evaluation, output = groups.values()
+    data.add_argument("--pair", default="en-de", choices=["en-de", "en-fr"], help="built-in corpus (default: en-de)")
+    data.add_argument("--source-lang", default="en", help="source column or language code (default: en)")
+    data.add_argument("--target-lang", help="target column or language code (default: the second language of --pair)")
+    data.add_argument("--train-file", help="JSONL ({'translation': {src: ..., tgt: ...}} per line) or CSV")
+    data.add_argument("--validation-file", help="needed with --train-file (same layouts)")
+    data.add_argument("--test-file", help="optional; test BLEU and the model card need a test split")
+    data.add_argument("--dataset-name", help="a `datasets` dataset name instead of files")
+    data.add_argument("--dataset-config", help="its configuration")
+    data.add_argument("--num-proc", type=int, help="processes that tokenize the data (default: one)")
+    run.add_argument("--preset", choices=sorted(recipe.RECIPES), default="demo", help="the recipe (default: demo)")
+    model.add_argument("--size", choices=sorted(PRESETS), help="a named model size (default: the recipe's)")
+    model.add_argument("--model-config", type=json.loads, default={}, help="JSON overriding the model size's fields")
+    model.add_argument("--model-name-or-path", help="fine-tune this model (folder or Hub id) with its tokenizer")
+    model.add_argument("--tokenizer", help="an existing tokenizer folder instead of training a joint BPE")
+    model.add_argument(
         "--tokenizer-sample",
         type=int,
         default=1_000_000,
         help="train the joint BPE on at most this many pairs, drawn at random (default: 1,000,000)",
     )
-    parser.add_argument("--num-proc", type=int, help="processes that tokenize the data (default: one)")
-    parser.add_argument("--resume-from-checkpoint", help="a checkpoint folder, or 'last' for the newest one")
-    parser.add_argument(
-        "--keep-checkpoints", action="store_true", help="keep every checkpoint (default: the last --average-last)"
-    )
-    parser.add_argument("--size", choices=sorted(PRESETS), help="a named model size (default: the recipe's)")
     for field in dataclasses.fields(recipe.Recipe):
-        if field.type in (int, float):
-            parser.add_argument(f"--{field.name.replace('_', '-')}", type=field.type, help="overrides the preset")
-    parser.add_argument("--model-config", type=json.loads, default={}, help="JSON overriding the model size's fields")
-    precision = parser.add_mutually_exclusive_group()
-    precision.add_argument("--bf16", action="store_true", help="bfloat16 mixed precision (CPU, or a GPU that has it)")
-    precision.add_argument("--fp16", action="store_true", help="float16 mixed precision (CUDA GPUs)")
-    parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--test-beams", type=int, help="beam size for the test set (default: the paper's, 4)")
-    parser.add_argument("--test-limit", type=int, help="translate only the first N test sentences")
-    parser.add_argument("--show", type=int, default=5, help="test translations printed next to their references")
+        group = next((groups[g] for g, names in RECIPE_GROUPS.items() if field.name in names), None)
+        if group is None:
+            continue  # size: --size
+        choices = recipe.SELECTIONS if field.name == "selection" else None
+        kind = str if choices else field.type
+        group.add_argument(
+            f"--{field.name.replace('_', '-')}",
+            type=kind,
+            choices=choices,
+            help=f"{RECIPE_HELP[field.name]} ({preset_values(field.name)})",
+        )
+    run.add_argument("--seed", type=int, default=1, help="seed of the weights, the data order and dropout (default: 1)")
+    run.add_argument("--resume-from-checkpoint", help="a checkpoint folder, or 'last' for the newest one")
+    precision = speed.add_mutually_exclusive_group()
+    precision.add_argument(
+        "--precision",
+        choices=PRECISIONS,
+        default="auto",
+        help="auto (the default): bf16 mixed precision on a GPU or CPU with native bfloat16 (AVX512-BF16, AMX, "
+        "Arm BF16), else fp32; bf16 also works on other CPUs, slowly; fp16 needs a CUDA GPU",
+    )
+    precision.add_argument("--fp32", dest="precision", action="store_const", const="fp32", help="--precision fp32")
+    precision.add_argument("--bf16", dest="precision", action="store_const", const="bf16", help="--precision bf16")
+    precision.add_argument("--fp16", dest="precision", action="store_const", const="fp16", help="--precision fp16")
+    speed.add_argument("--torch-compile", action="store_true", help="train the model under torch.compile")
+    evaluation.add_argument("--test-beams", type=int, help="beam size for the test set (default: the paper's, 4)")
+    evaluation.add_argument("--test-limit", type=int, help="translate only the first N test sentences")
+    evaluation.add_argument("--show", type=int, default=5, help="test translations printed next to their references")
+    output.add_argument("--output-dir", required=True, help="run folder: checkpoints, final model, metrics, plot")
+    output.add_argument(
+        "--keep-checkpoints", action="store_true", help="keep every checkpoint (default: those averaged, or resumed)"
+    )
+    output.add_argument(
+        "--report-to",
+        default="none",
+        help="experiment trackers of the Trainer, comma-separated: tensorboard, wandb, mlflow, ... (default: none)",
+    )
     args = parser.parse_args(argv)
     new_model = [name for name in ("size", "vocab_size") if getattr(args, name) is not None]
     new_model += ["model_config"] if args.model_config else []
@@ -106,16 +175,51 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         )
     if args.train_file and not args.validation_file:
         parser.error("--train-file needs --validation-file (validation loss and BLEU are measured on it)")
-    if problem := mixed_precision_problem(args):
+    try:
+        run_recipe(args)
+    except ValueError as error:
+        parser.error(f"--preset {args.preset} with these options: {error}")
+    args.precision_asked, args.precision = args.precision, resolve_precision(args.precision)
+    if problem := mixed_precision_problem(args.precision):
         parser.error(problem)
     return args
 
 
-def mixed_precision_problem(args: argparse.Namespace) -> str | None:
-    """Why this machine cannot train with the precision asked for (`--bf16`, `--fp16`), or None."""
-    if args.fp16 and not torch.cuda.is_available():
+def native_bf16_cpu(cpuinfo: Path = Path("/proc/cpuinfo")) -> bool:
+    """Whether this CPU computes in bfloat16 natively (x86 AVX512-BF16 or AMX-BF16, Arm BF16), per its flags in
+    `cpuinfo`. Without it torch emulates bf16 matmuls, and mixed precision is slower than float32."""
+    if not cpuinfo.is_file():
+        return False
+    flags = set()
+    for line in cpuinfo.read_text().splitlines():
+        if line.startswith(("flags", "Features")):
+            flags.update(line.split(":", 1)[1].split())
+    return bool(flags & {"avx512_bf16", "amx_bf16", "bf16"})
+
+
+def resolve_precision(precision: str) -> str:
+    """`auto` made concrete for this machine: bf16 where the GPU or the CPU has it natively, else fp32."""
+    if precision != "auto":
+        return precision
+    if torch.cuda.is_available():
+        return "bf16" if torch.cuda.is_bf16_supported() else "fp32"
+    return "bf16" if native_bf16_cpu() else "fp32"
+
+
+def precision_reason(args: argparse.Namespace) -> str:
+    """Why the run trains in `args.precision`, for the log."""
+    if args.precision_asked != "auto":
+        return "asked for"
+    if torch.cuda.is_available():
+        return f"auto: the GPU {'has' if args.precision == 'bf16' else 'lacks'} bfloat16"
+    return f"auto: this CPU {'computes' if args.precision == 'bf16' else 'does not compute'} bfloat16 natively"
+
+
+def mixed_precision_problem(precision: str) -> str | None:
+    """Why this machine cannot train in `precision`, or None."""
+    if precision == "fp16" and not torch.cuda.is_available():
         return "--fp16 needs a CUDA GPU, and this machine has none; on a CPU, --bf16 trains in mixed precision"
-    if args.bf16 and torch.cuda.is_available() and not torch.cuda.is_bf16_supported():
+    if precision == "bf16" and torch.cuda.is_available() and not torch.cuda.is_bf16_supported():
         return f"--bf16: this GPU ({torch.cuda.get_device_name()}) has no bfloat16; use --fp16"
     return None
 
@@ -238,26 +342,28 @@ def training_arguments(
         per_device_train_batch_size=sentences_per_batch,
         gradient_accumulation_steps=run.gradient_accumulation_steps,
         learning_rate=recipe.paper_learning_rate(d_model, run.lr_scale),
-        lr_scheduler_type="inverse_sqrt",  # equation 3, exactly: TranslationTrainer.create_scheduler
-        warmup_steps=run.warmup_steps,
+        warmup_steps=run.warmup_steps,  # of equation 3: TranslationTrainer.create_scheduler
         adam_beta1=recipe.ADAM_BETA1,
         adam_beta2=recipe.ADAM_BETA2,
         adam_epsilon=recipe.ADAM_EPSILON,
         weight_decay=0.0,
         max_grad_norm=0.0,  # the paper does not clip gradients
-        label_smoothing_factor=recipe.LABEL_SMOOTHING,
+        label_smoothing_factor=run.label_smoothing,
         eval_strategy="steps",
         eval_steps=run.eval_steps,
         save_strategy="steps",
         save_steps=run.save_steps,
         save_total_limit=None if args.keep_checkpoints else run.average_last,
+        metric_for_best_model=None if run.selection == "last" else "bleu" if run.bleu_sentences else "loss",
+        greater_is_better=bool(run.bleu_sentences),
         logging_steps=max(1, run.eval_steps // 5),
-        report_to="none",
+        report_to=args.report_to.split(","),
         seed=args.seed,
         ddp_find_unused_parameters=False,
         use_cpu=not torch.accelerator.is_available(),  # on CPU, data parallelism (gloo) needs it
-        bf16=args.bf16,
-        fp16=args.fp16,
+        bf16=args.precision == "bf16",
+        fp16=args.precision == "fp16",
+        torch_compile=args.torch_compile,
     )
 
 
@@ -274,7 +380,8 @@ def build_trainer(
     batches = TokenBudgetBatchSampler(preprocess.lengths(train_set), run.max_tokens, seed=args.seed)
     training_args = training_arguments(args, run, model.config.d_model, round(len(train_set) / len(batches)))
     bleu_sources, bleu_references = preprocess.sentences(validation_split, *languages(args))
-    budget = [TrainingTimeBudget(run.max_train_minutes * 60)] if run.max_train_minutes else []
+    callbacks = [TrainingTimeBudget(run.max_train_minutes * 60)] if run.max_train_minutes else []
+    callbacks += [PatienceCallback(run.patience)] if run.patience else []
     return TranslationTrainer(
         model=model,
         args=training_args,
@@ -285,7 +392,7 @@ def build_trainer(
         max_tokens=run.max_tokens,
         bleu_sources=bleu_sources[: run.bleu_sentences],
         bleu_references=bleu_references[: run.bleu_sentences],
-        callbacks=budget,
+        callbacks=callbacks,
     )
 
 
@@ -301,13 +408,33 @@ def resume_point(args: argparse.Namespace) -> str | None:
     return resume
 
 
-def averaged_model(model: PreTrainedModel, output_dir: str, count: int) -> PreTrainedModel:
-    """The average of the run's last `count` checkpoints (section 6.1), or `model` if there is only one."""
-    last = sort_checkpoints(output_dir)[-count:]
-    if len(last) <= 1:
+def stop_reason(trainer: TranslationTrainer, run: recipe.Recipe) -> str:
+    """Why a run ended before `run.max_steps`: its patience or its time budget."""
+    patience = [c for c in trainer.callback_handler.callbacks if isinstance(c, PatienceCallback)]
+    if patience and patience[0].early_stopping_patience_counter >= run.patience:
+        return f"{run.patience} evaluations without a better validation score (--patience)"
+    return f"the time budget of {run.max_train_minutes:g} minutes (--max-train-minutes; 0 for none)"
+
+
+def final_checkpoints(trainer: TranslationTrainer, run: recipe.Recipe) -> list[str]:
+    """The checkpoints to average (section 6.1): the last `run.average_last`, or with `selection` "best" those ending
+    at the evaluation of the best validation score."""
+    best = trainer.state.best_global_step if run.selection == "best" else None
+    chosen = checkpoints.window(trainer.args.output_dir, run.average_last, last_step=best)
+    if best is not None:
+        metric = "BLEU" if run.bleu_sentences else "loss"
+        print(f"best validation {metric} {trainer.state.best_metric:.2f} at step {best:,}")
+    elif run.selection == "best":
+        print("no evaluation to choose the best checkpoint by: the last checkpoints are averaged")
+    return chosen
+
+
+def averaged_model(model: PreTrainedModel, chosen: list[str]) -> PreTrainedModel:
+    """The average of the `chosen` checkpoints, or `model` if there is at most one."""
+    if len(chosen) <= 1:
         return model
-    print(f"averaged the last {len(last)} checkpoints: {', '.join(Path(c).name for c in last)}")
-    return average_checkpoints(last)
+    print(f"averaged {len(chosen)} checkpoints: {', '.join(Path(c).name for c in chosen)}")
+    return average_checkpoints(chosen)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -361,7 +488,8 @@ def run_results(
     trainer: TranslationTrainer,
     model: PreTrainedModel,
     sizes: dict[str, int],
-    train_seconds: float,
+    chosen: list[str],
+    seconds: dict[str, float],
 ) -> dict:
     """What `final/training_results.json` records of a run (the model card reads it), test results apart."""
     source, target = languages(args)
@@ -371,8 +499,14 @@ def run_results(
         "seed": args.seed,
         "steps": trainer.state.global_step,
         "processes": trainer.args.world_size,
-        "precision": "bf16" if args.bf16 else "fp16" if args.fp16 else "fp32",
-        "train_seconds": round(train_seconds),
+        "precision": args.precision,
+        "averaged": {
+            "checkpoints": [Path(c).name for c in chosen],
+            "selection": run.selection,
+            "best_step": trainer.state.best_global_step if run.selection == "best" else None,
+            "best_metric": trainer.state.best_metric if run.selection == "best" else None,
+        },
+        **{f"{name}_seconds": round(value) for name, value in seconds.items()},
         "languages": {"source": source, "target": target},
         "data": {
             **preprocess.data_origin(args.pair, data_files(args), args.dataset_name, args.dataset_config),
@@ -392,25 +526,32 @@ def main(argv: list[str] | None = None, model_factory: ModelFactory = VanillaFor
     run = run_recipe(args)
     config = model_config(args, run)
     process = PartialState(cpu=not torch.accelerator.is_available())
+    if process.is_main_process:
+        print(f"precision: {args.precision} ({precision_reason(args)})")
     with process.local_main_process_first():  # it builds the data caches and the tokenizer; the others read them
         splits, tokenizer, train_set, validation = prepare_data(args, run, config, process.is_local_main_process)
     model = build_model(args, config, tokenizer, model_factory)
     trainer = build_trainer(args, run, model, tokenizer, train_set, validation, splits["validation"])
+    training_started = time.time()
     trainer.train(resume_from_checkpoint=resume_point(args))
+    seconds = {"data": training_started - started, "train": time.time() - training_started}
     process.wait_for_everyone()  # every process has finished training; what follows is the first one's alone
     if not trainer.is_world_process_zero():
         return {}
     if trainer.state.global_step < run.max_steps:
-        print(
-            f"training ended at step {trainer.state.global_step:,} of {run.max_steps:,}: the time budget of "
-            f"{run.max_train_minutes:g} minutes (--max-train-minutes; 0 for none)"
-        )
+        print(f"training ended at step {trainer.state.global_step:,} of {run.max_steps:,}: {stop_reason(trainer, run)}")
 
-    model = averaged_model(model, args.output_dir, run.average_last)
+    chosen = final_checkpoints(trainer, run)
+    model = averaged_model(model, chosen)
     model.generation_config = paper_generation_config(model.config)  # the folder decodes as the paper does
     model.config.use_cache = True  # the Trainer turns the cache off for training; decoding wants it
-    sizes = {"train": len(train_set), "validation": len(validation), "test": len(splits.get("test", []))}
-    results = run_results(args, run, trainer, model, sizes, train_seconds=time.time() - started)
+    sizes = {
+        "train": len(train_set),
+        "validation": len(validation),
+        "validation_bleu": len(trainer.bleu_sources),
+        "test": len(splits.get("test", [])),
+    }
+    results = run_results(args, run, trainer, model, sizes, chosen, seconds)
     if "test" in splits:
         results["test"] = evaluate_test(args, model, tokenizer, splits["test"])
     results["total_seconds"] = round(time.time() - started)
@@ -420,7 +561,8 @@ def main(argv: list[str] | None = None, model_factory: ModelFactory = VanillaFor
     return results
 
 
-if __name__ == "__main__":
+def console_main() -> None:
+    """`vanilla-train` (and `python -m training.train`): the run, then the end of the process."""
     main()
     if PartialState().num_processes > 1:
         # A data-parallel process ends without running destructors, its files written and its output flushed: in
@@ -430,3 +572,7 @@ if __name__ == "__main__":
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(0)
+
+
+if __name__ == "__main__":
+    console_main()

@@ -9,8 +9,7 @@ import datasets
 import torch
 from torch.optim.lr_scheduler import LambdaLR
 from torch.utils.data import DataLoader
-from transformers import Seq2SeqTrainer, TrainerCallback
-from transformers.trainer_utils import rotate_checkpoints
+from transformers import EarlyStoppingCallback, Seq2SeqTrainer, TrainerCallback
 
 from . import checkpoints
 from .batching import TokenBudgetBatchSampler
@@ -46,6 +45,16 @@ class TrainingTimeBudget(TrainerCallback):
             control.should_training_stop = control.should_log = control.should_evaluate = control.should_save = True
 
 
+class PatienceCallback(EarlyStoppingCallback):
+    """transformers' early stopping (after `patience` evaluations without a better `metric_for_best_model`), without
+    its warning about `load_best_model_at_end`: the run averages the checkpoints around the best evaluation itself
+    (`load_best_model_at_end` loads one checkpoint, and needs every evaluation step to be a save step)."""
+
+    def on_train_begin(self, args, state, control, **kwargs) -> None:
+        if args.metric_for_best_model is None:
+            raise ValueError("early stopping needs metric_for_best_model: the validation score it watches")
+
+
 class TranslationTrainer(Seq2SeqTrainer):
     """`Seq2SeqTrainer` with token-budget batches, the paper's schedule, greedy BLEU on `bleu_sources` at each
     evaluation, atomic checkpoints, and the training time in its log."""
@@ -55,6 +64,7 @@ class TranslationTrainer(Seq2SeqTrainer):
         self.max_tokens = max_tokens
         self.bleu_sources = bleu_sources
         self.bleu_references = bleu_references
+        self.bleu_generate_kwargs = {"num_beams": 1}
         self.started = time.perf_counter()
 
     def train(self, *args, **kwargs):
@@ -100,16 +110,26 @@ class TranslationTrainer(Seq2SeqTrainer):
         if self.args.should_save:
             checkpoints.write_checksums(run_dir / checkpoints.STAGING / name)
             checkpoints.commit(run_dir / checkpoints.STAGING / name, run_dir / name)
-            rotate_checkpoints(output_dir=str(run_dir), save_total_limit=limit, use_mtime=False)
+            if limit:
+                best = self.state.best_global_step if self.args.metric_for_best_model else None
+                checkpoints.prune(run_dir, limit, best_step=best)
         self.accelerator.wait_for_everyone()
 
     def evaluate(self, eval_dataset=None, ignore_keys=None, metric_key_prefix: str = "eval", **gen_kwargs) -> dict:
-        """Validation loss, then greedy BLEU on a fixed sample of validation sentences (logged as eval_bleu)."""
-        metrics = super().evaluate(eval_dataset, ignore_keys, metric_key_prefix)
-        if self.bleu_sources:
+        """Validation loss, then BLEU on a fixed sample of validation sentences (`eval_bleu`), decoded greedily
+        unless `gen_kwargs` (e.g. `num_beams=4`) say otherwise."""
+        self.bleu_generate_kwargs = {"num_beams": 1, **gen_kwargs}
+        return super().evaluate(eval_dataset, ignore_keys, metric_key_prefix, **gen_kwargs)
+
+    def evaluation_loop(self, dataloader, description, prediction_loss_only=None, ignore_keys=None, **kwargs):
+        """transformers' loop (the loss), and for an evaluation the BLEU of `bleu_sources`: added here, before the
+        metrics are logged and the callbacks see them, so that early stopping and the best-checkpoint choice can
+        use it (`metric_for_best_model="bleu"`)."""
+        output = super().evaluation_loop(dataloader, description, prediction_loss_only, ignore_keys, **kwargs)
+        if self.bleu_sources and description == "Evaluation":
             model = self.accelerator.unwrap_model(self.model)
-            predictions = translate(model, self.processing_class, self.bleu_sources, num_beams=1, progress=False)
-            bleu = corpus_bleu(predictions, self.bleu_references)["score"]
-            metrics[f"{metric_key_prefix}_bleu"] = bleu
-            self.log({f"{metric_key_prefix}_bleu": bleu})
-        return metrics
+            sources, options = self.bleu_sources, self.bleu_generate_kwargs
+            predictions = translate(model, self.processing_class, sources, progress=False, **options)
+            prefix = kwargs.get("metric_key_prefix", "eval")
+            output.metrics[f"{prefix}_bleu"] = corpus_bleu(predictions, self.bleu_references)["score"]
+        return output

@@ -1,0 +1,124 @@
+"""Never worse by waiting: a run averages the checkpoints ending at its best evaluation, keeps them while it trains,
+and stops after `patience` evaluations without a better one; and the recipe options that choose it are checked."""
+
+import itertools
+import re
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from training import checkpoints, train
+from training.train import main, parse_args
+
+from helpers import toy_run_args, write_toy_corpus
+
+
+def make_checkpoints(run: Path, steps: range) -> None:
+    for step in steps:
+        (run / f"checkpoint-{step}").mkdir(parents=True)
+
+
+def names(paths: list[str]) -> list[str]:
+    return [Path(p).name for p in paths]
+
+
+def test_the_window_ends_at_the_step_asked_for(tmp_path):
+    make_checkpoints(tmp_path, range(10, 101, 10))
+    assert names(checkpoints.window(tmp_path, 3)) == ["checkpoint-80", "checkpoint-90", "checkpoint-100"]
+    assert names(checkpoints.window(tmp_path, 3, last_step=55)) == ["checkpoint-30", "checkpoint-40", "checkpoint-50"]
+    assert names(checkpoints.window(tmp_path, 3, last_step=20)) == ["checkpoint-10", "checkpoint-20"]
+
+
+def test_pruning_keeps_the_last_checkpoints_and_those_ending_at_the_best(tmp_path):
+    make_checkpoints(tmp_path, range(10, 101, 10))
+    checkpoints.prune(tmp_path, 3, best_step=50)
+    kept = sorted(int(p.name.split("-")[1]) for p in tmp_path.iterdir())
+    assert kept == [30, 40, 50, 80, 90, 100]
+    checkpoints.prune(tmp_path, 2)
+    assert sorted(int(p.name.split("-")[1]) for p in tmp_path.iterdir()) == [90, 100]
+
+
+SCRIPTED_BLEU = [5.0, 40.0, 20.0, 30.0, 10.0, 50.0]  # best at the 2nd evaluation, then two evaluations worse
+
+
+@pytest.mark.slow
+def test_a_run_averages_around_its_best_evaluation_and_stops_after_its_patience(tmp_path, monkeypatch):
+    scores = iter(SCRIPTED_BLEU)
+    monkeypatch.setattr("training.trainer.corpus_bleu", lambda predictions, references: {"score": next(scores)})
+    files = write_toy_corpus(tmp_path, {"train": 400, "validation": 20, "test": 10})
+    run = tmp_path / "run"
+    options = {"selection": "best", "patience": 2, "eval_steps": 20, "save_steps": 10, "max_steps": 200, "show": 0}
+    results = main(toy_run_args(files, run, **options))
+
+    # Evaluations at 20, 40, 60, 80 score 5, 40, 20, 30: the best is step 40, and 60 and 80 make two without a
+    # better one, so training stops at step 80 (of 200).
+    logged = [(e["step"], e["eval_bleu"]) for e in results["log_history"] if "eval_bleu" in e]
+    assert logged == [(20, 5.0), (40, 40.0), (60, 20.0), (80, 30.0)]
+    assert results["steps"] == 80
+    averaged = results["averaged"]
+    assert (averaged["best_step"], averaged["best_metric"]) == (40, 40.0)
+    assert averaged["checkpoints"] == ["checkpoint-20", "checkpoint-30", "checkpoint-40"]  # average_last 3
+    kept = sorted(int(p.name.split("-")[1]) for p in run.glob("checkpoint-*"))
+    assert kept == [20, 30, 40, 60, 70, 80]  # the best's window, and the last three to resume from
+
+    final = load_file(run / "final" / "model.safetensors")
+    states = [load_file(run / name / "model.safetensors") for name in averaged["checkpoints"]]
+    for name, tensor in final.items():
+        assert torch.allclose(tensor, sum(state[name] for state in states) / 3, atol=1e-6), name
+
+
+def run_options(**options) -> list[str]:
+    return list(itertools.chain.from_iterable((f"--{k.replace('_', '-')}", str(v)) for k, v in options.items()))
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"patience": 2}, "patience .* needs selection 'best'"),
+        ({"selection": "best", "save_steps": 30, "eval_steps": 500}, r"save_steps \(30\) must divide eval_steps"),
+        ({"label_smoothing": 1.5}, r"label_smoothing must lie in \[0, 1\)"),
+        ({"max_tokens": 0}, "max_tokens must be positive"),
+        ({"selection": "first"}, "invalid choice: 'first'"),
+    ],
+)
+def test_recipes_that_cannot_run_are_refused_by_name(options, message, capsys):
+    with pytest.raises(SystemExit):
+        parse_args(["--output-dir", "unused", *run_options(**options)])
+    assert re.search(message, capsys.readouterr().err)
+
+
+def test_help_shows_each_recipe_option_in_every_preset(capsys):
+    with pytest.raises(SystemExit):
+        parse_args(["--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "(demo 2000, base 100000, big 300000)" in text  # --max-steps
+    for group in ("data:", "model:", "recipe:", "precision and speed:", "evaluation:", "output:"):
+        assert group in text
+
+
+@pytest.mark.parametrize(
+    ("flags", "native"),
+    [
+        ("fpu avx2 avx512f avx512_bf16", True),  # AMD Zen 4, Intel Cooper Lake
+        ("fpu avx512f amx_bf16 amx_tile", True),  # Intel Sapphire Rapids
+        ("fpu avx2 avx512f avx512bw", False),  # AVX-512 without bf16: torch emulates it
+    ],
+)
+def test_native_bfloat16_is_read_from_the_cpu_flags(tmp_path, flags, native):
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text(f"processor\t: 0\nflags\t\t: {flags}\n\nprocessor\t: 1\nflags\t\t: {flags}\n")
+    assert train.native_bf16_cpu(cpuinfo) is native
+    arm = tmp_path / "arm"
+    arm.write_text("processor\t: 0\nFeatures\t: fp asimd sve bf16\n")
+    assert train.native_bf16_cpu(arm) and not train.native_bf16_cpu(tmp_path / "absent")
+
+
+def test_auto_precision_follows_the_cpu(monkeypatch):
+    monkeypatch.setattr(train.torch.cuda, "is_available", lambda: False)
+    for native, expected in ((True, "bf16"), (False, "fp32")):
+        monkeypatch.setattr(train, "native_bf16_cpu", lambda native=native: native)
+        assert parse_args(["--output-dir", "unused"]).precision == expected
+        assert parse_args(["--output-dir", "unused", "--fp32"]).precision == "fp32"
+        assert parse_args(["--output-dir", "unused", "--bf16"]).precision == "bf16"
