@@ -238,3 +238,51 @@ def test_a_marian_folder_and_its_conversion_translate_alike(tmp_path):
     translations = output_lines(tmp_path / "marian.txt")
     assert translations == output_lines(tmp_path / "converted.txt")
     assert translations[1] == "" and all(translations[i] for i in (0, 2, 3))
+
+
+# Where this package cannot be imported, transformers 5.24's AutoTokenizer.from_pretrained loads the folder's config
+# first (AutoConfig, whose `auto_map` names configuration_vanilla.py), which asks "Do you wish to run the custom
+# code?" and, refused (or with no terminal), falls back to a base config of model type "" with a warning. Nothing the
+# folder declares avoids that: tokenizer_config.json is read only after the config. What to pass instead, each way
+# in turn ("plain" first: the others would leave a config class behind), its output after a marker on both streams:
+LOAD_TOKENIZER = """
+import json, sys
+sys.modules["modeling_vanilla"] = None  # the package is not importable here
+from transformers import AutoTokenizer, PreTrainedTokenizerFast
+ways = {
+    "plain": lambda folder: AutoTokenizer.from_pretrained(folder),
+    "class": lambda folder: PreTrainedTokenizerFast.from_pretrained(folder),
+    "trust_remote_code": lambda folder: AutoTokenizer.from_pretrained(folder, trust_remote_code=True),
+}
+for how, load in ways.items():
+    print(f"=={how}", flush=True)
+    print(f"=={how}", file=sys.stderr, flush=True)
+    ids = load(sys.argv[1])(["the big red house", "drei zwei"])["input_ids"]
+    print("\\n" + json.dumps(ids), flush=True)  # after a line end: a prompt has none
+"""
+
+
+def sections(text: str) -> dict[str, str]:
+    """What each way printed, by the `==way` markers of `LOAD_TOKENIZER`."""
+    return {name: body for name, _, body in (part.partition("\n") for part in ("\n" + text).split("\n==")[1:])}
+
+
+def test_a_run_folders_tokenizer_loads_without_the_package_as_the_card_says(run, tmp_path):
+    folder, _, _ = run
+    done = subprocess.run(
+        [sys.executable, "-c", LOAD_TOKENIZER, str(folder / "final")],
+        capture_output=True,
+        stdin=subprocess.DEVNULL,
+        text=True,
+        cwd=tmp_path,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    expected = AutoTokenizer.from_pretrained(folder / "final")(["the big red house", "drei zwei"])["input_ids"]
+    out, err = sections(done.stdout), sections(done.stderr)
+    assert list(out) == list(err) == ["plain", "class", "trust_remote_code"]
+    for how in out:
+        assert json.loads(out[how].strip().splitlines()[-1]) == expected, how
+        asked = "Do you wish to run the custom code?" in out[how]
+        warned = "You are using a model of type `vanilla` to instantiate a model of type ``" in err[how]
+        assert (asked, warned) == (how == "plain", how == "plain"), how
