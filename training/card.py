@@ -23,7 +23,16 @@ BUILT_IN_TARGETS = {
     "fr": "French (Louis Segond 1910)",
 }
 # Placed between double quotes in the YAML header and in the code snippets.
-QUOTED = ("model_id", "dataset_id", "dataset_name", "signature")
+QUOTED = ("model_id", "dataset_type", "dataset_name", "signature")
+PRECISIONS = {"fp32": "float32", "bf16": "bfloat16 mixed precision", "fp16": "float16 mixed precision"}
+# The repo id of a card written for a local folder: `training.push` renders the card again with the real one.
+PLACEHOLDER_ID = "NAMESPACE/MODEL_NAME"
+LOCAL_NOTE = (
+    "> **Local card.** Written by `vanilla-train` for this folder before it had a Hub repo id: `"
+    + PLACEHOLDER_ID
+    + "` stands for it. `vanilla-push --model-dir FOLDER --repo-id NAMESPACE/NAME` uploads the folder with this "
+    "card rendered for that repo id.\n\n"
+)
 
 
 def environment() -> dict[str, Any]:
@@ -55,8 +64,10 @@ def required_value(source: dict[str, Any], path: str, where: str) -> Any:
     return value
 
 
-def data_description(results: dict[str, Any]) -> tuple[str, str, str]:
-    """(YAML id, name, markdown paragraph) of the training data that `training.train` recorded in `results`."""
+def data_description(results: dict[str, Any]) -> tuple[str | None, str, str, str]:
+    """(Hub dataset id or None, model-index type, name, markdown paragraph) of the training data that
+    `training.train` recorded in `results`. Only a `datasets` dataset named by a Hub id is a Hub dataset: the
+    built-in corpus and the user's files are not, and the card's `datasets:` list must name Hub datasets only."""
     result = partial(required_value, results, where="training_results.json")
     source, target = result("languages.source"), result("languages.target")
     corpus = result("data.corpus")
@@ -74,7 +85,7 @@ def data_description(results: dict[str, Any]) -> tuple[str, str, str]:
             "archaic; the English is modern. Cleaning and known imperfections: `training/DATA_NOTICE.md` of the "
             "`vanilla-transformer` repository."
         )
-        return f"bible-{pair}", f"Bible {pair} (WEB-derived English, public domain)", paragraph
+        return None, f"bible-{pair}", f"Bible {pair} (WEB-derived English, public domain)", paragraph
     if corpus == "files":
         files = result("data.files")
         listed = ", ".join(f"{split} `{name}`" for split, name in files.items())
@@ -82,17 +93,35 @@ def data_description(results: dict[str, Any]) -> tuple[str, str, str]:
             f"The files given to `training.train` ({listed}), one pair per line. The run does not record their "
             "provenance or licence: ask the model's author."
         )
-        return files["train"], files["train"], paragraph
+        return None, files["train"], files["train"], paragraph
     if corpus == "dataset":
         name, config = result("data.name"), results["data"].get("config")
         paragraph = f"The `datasets` dataset `{name}`" + (f" (configuration `{config}`)" if config else "")
-        return name, name, paragraph + "; its provenance and licence are on its dataset card."
+        hub_id = None if Path(name).exists() else name  # a local folder or script is not on the Hub
+        return hub_id, name, name, paragraph + "; its provenance and licence are on its dataset card."
     raise ValueError(f"unknown data.corpus {corpus!r} in training_results.json")
 
 
 def language_name(code: str) -> str:
     """The English name of a language code (German for "de"); an unknown code as it is."""
     return LANGUAGE_NAMES.get(code, code)
+
+
+def plural(count: int, word: str, many: str | None = None) -> str:
+    """`1 process`, `2 processes`: a count with its noun."""
+    return f"{count:,} {word if count == 1 else many or word + 's'}"
+
+
+def averaging(results: dict[str, Any]) -> str:
+    """The sentence saying which checkpoints the final weights average (section 6.1)."""
+    averaged = required_value(results, "averaged.checkpoints", "training_results.json")
+    steps = [int(name.rsplit("-", 1)[1]) for name in averaged]
+    chosen = plural(len(steps), "checkpoint") + (f" (steps {steps[0]:,} to {steps[-1]:,})" if len(steps) > 1 else "")
+    if results["averaged"].get("best_step") is None:
+        return f"The final weights average the last {chosen}."
+    metric = "BLEU" if results["recipe"]["bleu_sentences"] else "loss"
+    best = f"{results['averaged']['best_metric']:.2f} at step {results['averaged']['best_step']:,}"
+    return f"The final weights average {chosen} ending at the evaluation of best validation {metric} ({best})."
 
 
 def training_values(results: dict[str, Any]) -> dict[str, Any]:
@@ -106,14 +135,16 @@ def training_values(results: dict[str, Any]) -> dict[str, Any]:
         elif key != "eval_bleu" or result("recipe.bleu_sentences"):  # optional only where it was turned off
             raise ValueError(f"the model card needs {key!r} in the log_history of training_results.json")
     if "eval_bleu" in last:
+        sentences = result("data.validation_bleu_pairs")
         validation_bleu = (
-            f"At the last evaluation during training, greedy BLEU on the first {result('recipe.bleu_sentences')} "
-            f"validation sentences was {last['eval_bleu']}."
+            f"At the last evaluation during training, greedy BLEU on {plural(sentences, 'validation sentence')} "
+            f"was {last['eval_bleu']}."
         )
     else:
         validation_bleu = "No validation BLEU was measured during training (`--bleu-sentences 0`)."
     processes = result("processes")
-    hardware = f"{processes} process(es) on {result('environment.cpu')}, {result('environment.cpu_count')} CPU cores"
+    hardware = f"{plural(processes, 'process', 'processes')} on {result('environment.cpu')}, "
+    hardware += plural(result("environment.cpu_count"), "CPU core")
     if results["environment"].get("gpu"):
         hardware += f", GPU {results['environment']['gpu']}"
     tokens_per_step = result("recipe.max_tokens") * result("recipe.gradient_accumulation_steps") * processes
@@ -121,14 +152,17 @@ def training_values(results: dict[str, Any]) -> dict[str, Any]:
     steps = f"{trained:,} steps"
     if trained < planned:
         steps += f" (of {planned:,}; the {result('recipe.max_train_minutes'):g}-minute training budget ended the run)"
-    recipe = ("lr_scale", "warmup_steps", "max_tokens", "gradient_accumulation_steps", "max_length")
+    recipe = ("lr_scale", "warmup_steps", "max_tokens", "max_length", "label_smoothing")
     return {
         **{name: result(f"recipe.{name}") for name in recipe},
         "steps": steps,
-        "averaged": result("recipe.average_last"),
-        "processes": processes,
+        "averaging": averaging(results),
+        "accumulation": plural(result("recipe.gradient_accumulation_steps"), "accumulation step"),
+        "processes": plural(processes, "process", "processes"),
         "tokens_per_step": f"{tokens_per_step:,}",
         "hardware": hardware,
+        "precision": PRECISIONS[result("precision")],
+        "data_time": duration(result("data_seconds")),
         "train_time": duration(result("train_seconds")),
         "total_time": duration(result("total_seconds")),
         "python_version": result("environment.python"),
@@ -163,36 +197,45 @@ def initialisation(init_std: float | None) -> str:
 
 
 def card_values(
-    results: dict[str, Any], config: dict[str, Any], tokenizer_config: dict[str, Any], model_id: str
+    results: dict[str, Any], config: dict[str, Any], tokenizer_config: dict[str, Any], model_id: str | None
 ) -> dict[str, Any]:
-    """Every `${name}` of the template, from the run's results, the model config and the tokenizer config."""
+    """Every `${name}` of the template, from the run's results, the model config and the tokenizer config; a card
+    for no `model_id` is a local card (`PLACEHOLDER_ID`, and a note saying so)."""
     result = partial(required_value, results, where="training_results.json")
     source, target = result("languages.source"), result("languages.target")
-    dataset_id, dataset_name, paragraph = data_description(results)
+    dataset_id, dataset_type, dataset_name, paragraph = data_description(results)
     examples = result("test.examples")
     columns = ("source", "translation", "reference")
     values = {
-        "model_id": model_id,
+        "model_id": model_id or PLACEHOLDER_ID,
+        "local_note": "" if model_id else LOCAL_NOTE,
         "title": f"Vanilla Transformer ({result('preset')}), {language_name(source)} to {language_name(target)}",
         "preset": result("preset"),
         "source": source,
         "target": target,
         "source_name": language_name(source),
         "target_name": language_name(target),
-        "dataset_id": dataset_id,
+        "datasets": f'datasets:\n- "{dataset_id}"\n' if dataset_id else "",
+        "dataset_type": dataset_type,
         "dataset_name": dataset_name,
         "data_description": paragraph,
         **{f"{split}_pairs": f"{result(f'data.{split}_pairs'):,}" for split in ("train", "validation", "test")},
+        "validation_bleu_pairs": f"{result('data.validation_bleu_pairs'):,}",
         "bleu": result("test.bleu"),
         "signature": result("test.signature"),
+        "chrf": result("test.chrf"),
+        "chrf_signature": result("test.chrf_signature"),
         "test_sentences": result("test.sentences"),
         "num_beams": result("test.num_beams"),
         "length_penalty": result("test.length_penalty"),
         "examples": "\n".join("| " + " | ".join(markdown_cell(e[c]) for c in columns) + " |" for e in examples),
+        "example_sources": ", ".join(repr(e["source"]) for e in examples[:2]),
         "example_source": repr(examples[0]["source"]),
         **model_values(results, config, tokenizer_config),
         **training_values(results),
     }
+    if dataset_id and any(char in dataset_id for char in '"\\\n'):
+        raise ValueError(f"dataset {dataset_id!r} cannot be written between double quotes in the model card")
     for key in QUOTED:
         if any(char in str(values[key]) for char in '"\\\n'):
             raise ValueError(f"{key} {values[key]!r} cannot be written between double quotes in the model card")
@@ -217,9 +260,9 @@ def fill_template(template: str, values: dict[str, Any]) -> str:
         raise ValueError(f"the model card template names ${{{err.args[0]}}}, which has no value") from None
 
 
-def render_card(folder: str | Path, model_id: str) -> str:
-    """The model card of the model saved in `folder` (by `training.train`), for the model named `model_id` (a Hub
-    repo id, or the folder itself) in its usage snippets and metadata."""
+def render_card(folder: str | Path, model_id: str | None = None) -> str:
+    """The model card of the model saved in `folder` (by `training.train`), for the Hub repo `model_id` in its usage
+    snippets and metadata, or, with none, the local card of the folder (`PLACEHOLDER_ID` there)."""
     folder = Path(folder)
     files = {}
     for name in ("training_results.json", "config.json", "tokenizer_config.json"):

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import evaluate
 import numpy as np
+import sacrebleu
 import torch
 from tqdm.auto import tqdm
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
@@ -55,3 +56,9 @@ def translate(
 def corpus_bleu(predictions: list[str], references: list[str]) -> dict:
     """sacreBLEU's corpus BLEU with its signature, e.g. {"score": 27.3, "signature": "nrefs:1|case:mixed|...", ...}."""
     return load_bleu().compute(predictions=predictions, references=[[r] for r in references])
+
+
+def corpus_chrf(predictions: list[str], references: list[str]) -> dict:
+    """sacreBLEU's corpus chrF (character 6-grams, beta 2) with its signature."""
+    chrf = sacrebleu.metrics.CHRF()
+    return {"score": chrf.corpus_score(predictions, [references]).score, "signature": str(chrf.get_signature())}

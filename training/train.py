@@ -45,7 +45,7 @@ from . import checkpoints, preprocess, recipe
 from .average_checkpoints import average_checkpoints
 from .batching import TokenBudgetBatchSampler
 from .card import environment, render_card
-from .evaluation import corpus_bleu, translate
+from .evaluation import corpus_bleu, corpus_chrf, translate
 from .plot import plot_training
 from .trainer import PatienceCallback, TrainingTimeBudget, TranslationTrainer
 
@@ -450,15 +450,18 @@ def evaluate_test(
     sources, references = sources[: args.test_limit], references[: args.test_limit]
     options = {} if args.test_beams is None else {"num_beams": args.test_beams}
     predictions = translate(model, tokenizer, sources, **options)
-    bleu = corpus_bleu(predictions, references)
+    bleu, chrf = corpus_bleu(predictions, references), corpus_chrf(predictions, references)
     beams = options.get("num_beams", model.generation_config.num_beams)
-    print(f"test BLEU {bleu['score']:.2f} ({len(sources)} sentences, beam {beams}) {bleu['signature']}")
+    print(f"test BLEU {bleu['score']:.2f}, chrF {chrf['score']:.2f} ({len(sources):,} sentences, beam {beams})")
+    print(f"  BLEU {bleu['signature']}\n  chrF {chrf['signature']}")
     examples = list(zip(sources, predictions, references, strict=True))
     for source, translation, reference in examples[: args.show]:
         print(f"\n  source:      {source}\n  translation: {translation}\n  reference:   {reference}")
     return {
         "bleu": round(bleu["score"], 2),
         "signature": bleu["signature"],
+        "chrf": round(chrf["score"], 2),
+        "chrf_signature": chrf["signature"],
         "sentences": len(sources),
         "num_beams": beams,
         "length_penalty": model.generation_config.length_penalty,
@@ -476,7 +479,7 @@ def save_final(
     tokenizer.save_pretrained(final_dir)
     (final_dir / "training_results.json").write_text(json.dumps(results, indent=2))
     if "test" in results and model.config.model_type == VanillaConfig.model_type:
-        (final_dir / "README.md").write_text(render_card(final_dir, model_id=str(final_dir.resolve())))
+        (final_dir / "README.md").write_text(render_card(final_dir))  # a local card: push renders it for the repo
     else:
         print("no model card (README.md): it needs a test split and a Vanilla model")
     return final_dir
