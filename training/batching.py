@@ -16,7 +16,9 @@ class TokenBudgetBatchSampler:
 
     `lengths[i]` is the size of example i in tokens (the longer of its source and target). Examples are sorted by
     length (ties broken by a seeded permutation), cut greedily into batches within `max_tokens`, and the batch order
-    is shuffled each epoch (`set_epoch`), so that consecutive steps see different lengths.
+    is shuffled each epoch (`set_epoch`), so that consecutive steps see different lengths. The batches and their
+    order depend on `seed` and the epoch alone. An example longer than `max_tokens` is refused, as fairseq's
+    `batch_by_size` refuses it: no batch may exceed the budget.
     """
 
     def __init__(self, lengths: Sequence[int] | np.ndarray, max_tokens: int, seed: int = 0, shuffle: bool = True):
