@@ -164,3 +164,13 @@ def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         return probe.getsockname()[1]
+
+
+def fine_tune_args(files: dict[str, Path], output_dir: Path, model: Path, **options) -> list[str]:
+    """`toy_run_args` fine-tuning the model folder `model`: without the new model's settings (size, vocabulary),
+    which `--model-name-or-path` refuses."""
+    args = toy_run_args(files, output_dir, model_name_or_path=model, **options)
+    for name in ("--vocab-size", "--model-config"):
+        index = args.index(name)
+        del args[index : index + 2]
+    return args

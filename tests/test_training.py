@@ -1,9 +1,12 @@
 """Training: the paper's schedule and optimiser, token-budget batches, checkpoint averaging, a whole run on small
 data, and data parallelism (2 CPU processes give the weights of 1 process with the same global batch)."""
 
+import csv
 import json
 import os
 import random
+import re
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -18,13 +21,14 @@ from transformers.trainer_utils import sort_checkpoints
 from modeling_vanilla import VanillaConfig, VanillaForConditionalGeneration
 from training import recipe
 from training.average_checkpoints import average_checkpoints
+from training.average_checkpoints import main as average_main
 from training.batching import TokenBudgetBatchSampler
 from training.evaluation import corpus_bleu
 from training.tokenizer import train_joint_bpe
 from training.train import main
 from training.trainer import TranslationTrainer
 
-from helpers import WORDS, free_port, tiny_model, toy_run_args, write_toy_corpus
+from helpers import WORDS, fine_tune_args, free_port, tiny_model, toy_pairs, toy_run_args, write_toy_corpus
 
 
 def toy_trainer(tmp_path: Path, warmup_steps: int = 100) -> TranslationTrainer:
@@ -246,11 +250,18 @@ def test_a_tokenizer_left_in_the_run_folder_is_not_silently_reused(tmp_path):
 
 def test_mixed_precision_runs_where_the_hardware_has_it_and_is_refused_by_name_elsewhere(tmp_path, capsys):
     files = write_toy_corpus(tmp_path, {"train": 100, "validation": 10})
-    tiny = {"size": "tiny", "model_config": "{}", "max_steps": 2, "eval_steps": 5, "bleu_sentences": 0}
-    results = main(toy_run_args(files, tmp_path / "bf16", bf16=True, **tiny))  # CPUs have bfloat16 autocast
-    assert results["precision"] == "bf16"
-    losses = [entry["loss"] for entry in results["log_history"] if "loss" in entry]
-    assert losses and all(0 < loss < 20 for loss in losses)
+    tiny = {"size": "tiny", "model_config": "{}", "max_steps": 3, "eval_steps": 5, "bleu_sentences": 0}
+    losses = {}
+    for precision in ("fp32", "bf16"):  # CPUs have bfloat16 autocast
+        results = main(toy_run_args(files, tmp_path / precision, **{precision: True}, **tiny))
+        assert results["precision"] == precision
+        losses[precision] = [entry["loss"] for entry in results["log_history"] if "loss" in entry]
+    # The same run (weights, batches, dropout masks) in both precisions: bf16 rounds to 8 significant bits (0.4%),
+    # and the losses, means over hundreds of tokens, differ by at most 0.03% here; 0.2% is allowed. They must
+    # differ at all, or bf16 was not in use.
+    assert len(losses["bf16"]) == len(losses["fp32"]) == 3
+    assert losses["bf16"] == pytest.approx(losses["fp32"], rel=2e-3)
+    assert losses["bf16"] != losses["fp32"]
     if not torch.cuda.is_available():
         with pytest.raises(SystemExit):
             main(toy_run_args(files, tmp_path / "fp16", fp16=True, **tiny))
@@ -273,3 +284,216 @@ def test_a_time_budget_ends_training_at_the_step_it_runs_out_with_a_checkpoint(t
     no_limit = {**budget, "max_train_minutes": 0, "max_steps": 3, "eval_steps": 1}
     unlimited = main(toy_run_args(files, tmp_path / "unlimited", **no_limit))
     assert unlimited["steps"] == 3
+
+
+# A run of the tiny model whose numbers can be recomputed: no dropout, float32.
+EXACT = {"size": "tiny", "model_config": json.dumps({"dropout": 0.0}), "fp32": True, "bleu_sentences": 0}
+
+
+def initial_model(run: Path, seed: int = 1) -> VanillaForConditionalGeneration:
+    """The weights a new run in `run` started from: its model built again under its seed."""
+    set_seed(seed)
+    return VanillaForConditionalGeneration(VanillaConfig.from_pretrained(run / "final")).eval()
+
+
+def hand_loss(model, tokenizer, pairs: list[tuple[str, str]], epsilon: float) -> float:
+    """transformers' label-smoothed loss over the target tokens of `pairs`, computed pair by pair (no padding) with
+    the decoder fed `<s>` and the labels shifted by hand: (1 - eps) * NLL + eps * mean over the vocabulary of
+    -log p, both averaged over every target token."""
+    nll, uniform = [], []
+    with torch.no_grad():
+        for source, target in pairs:
+            labels = torch.tensor([tokenizer(text_target=target).input_ids])
+            decoder_ids = torch.cat([torch.tensor([[model.config.decoder_start_token_id]]), labels[:, :-1]], dim=1)
+            logits = model(input_ids=torch.tensor([tokenizer(source).input_ids]), decoder_input_ids=decoder_ids).logits
+            log_p = torch.log_softmax(logits.double(), dim=-1)[0]
+            nll.append(-log_p.gather(1, labels.T)[:, 0])
+            uniform.append(-log_p.mean(dim=1))
+    return ((1 - epsilon) * torch.cat(nll).mean() + epsilon * torch.cat(uniform).mean()).item()
+
+
+def test_label_smoothing_is_applied_as_transformers_label_smoother_defines_it(tmp_path):
+    """The training loss logged at step 1 is the loss of the first batch under the initial weights; with 20 short
+    pairs in a 512-token budget that batch is the whole training set (one step is one epoch)."""
+    files = write_toy_corpus(tmp_path, {"train": 20, "validation": 5})
+    pairs = [tuple(json.loads(line)["translation"].values()) for line in files["train"].read_text().splitlines()]
+    losses = {}
+    for epsilon in (0.1, 0.0):
+        run = tmp_path / f"eps{epsilon}"
+        options = {**EXACT, "max_steps": 1, "eval_steps": 5, "save_steps": 5, "label_smoothing": epsilon}
+        if epsilon == 0.1:
+            del options["label_smoothing"]  # the recipe's default: section 5.4
+        results = main(toy_run_args(files, run, **options))
+        (logged,) = [entry for entry in results["log_history"] if "loss" in entry]
+        assert logged["step"] == 1 and logged["epoch"] == 1.0  # one batch held the whole training set
+        tokenizer = AutoTokenizer.from_pretrained(run / "final")
+        expected = hand_loss(initial_model(run), tokenizer, pairs, epsilon)
+        assert logged["loss"] == pytest.approx(expected, rel=1e-5), epsilon
+        losses[epsilon] = logged["loss"]
+    # The same initial model and batch in both runs: the difference is the smoothing's (here 1.3e-3 of the loss).
+    assert abs(losses[0.1] - losses[0.0]) > 2e-4 * losses[0.0]
+
+
+def test_fine_tuning_a_trained_model_starts_from_its_weights(tmp_path):
+    """`--model-name-or-path` on the final folder of a run: training resumes from its weights (Adam moves each one
+    by at most about the learning rate per step) with its tokenizer, and the run completes."""
+    files = write_toy_corpus(tmp_path, {"train": 100, "validation": 10})
+    base = tmp_path / "base"
+    main(toy_run_args(files, base, **EXACT, max_steps=30, save_steps=30, eval_steps=30))
+    tuned = tmp_path / "tuned"
+    options = {"fp32": True, "bleu_sentences": 0, "max_steps": 3, "save_steps": 1, "eval_steps": 3}
+    results = main(fine_tune_args(files, tuned, base / "final", **options))
+    assert results["steps"] == 3 and (tuned / "final" / "model.safetensors").is_file()
+    assert (tuned / "final" / "tokenizer.json").read_text() == (base / "final" / "tokenizer.json").read_text()
+    config = VanillaConfig.from_pretrained(base / "final")
+    rates = [recipe.paper_learning_rate(config.d_model, 0.2) * min(t**-0.5, t * 40**-1.5) for t in (1, 2, 3)]
+    bound = 1.01 * sum(rates)  # Adam's step is at most lr * ~1.002 for beta 0.9/0.98 in three steps
+    start, end = load_file(base / "final" / "model.safetensors"), load_file(tuned / "final" / "model.safetensors")
+    fresh = initial_model(base).state_dict()
+    moved = 0
+    for name, tensor in start.items():
+        assert (end[name] - tensor).abs().max() <= bound, name
+        moved += int(not torch.equal(end[name], tensor))
+        if "norm" not in name and "bias" not in name:  # the base run moved far from its own start: a run started
+            assert (fresh[name] - tensor).abs().max() > 10 * bound, name  # from a new model would break the bound
+    assert moved > len(start) / 2  # and it trained
+    first_losses = {
+        run: next(
+            e["loss"]
+            for e in json.loads((run / "final" / "training_results.json").read_text())["log_history"]
+            if "loss" in e
+        )
+        for run in (base, tuned)
+    }
+    assert first_losses[tuned] < first_losses[base] - 0.5  # the fine-tuned run's first batch already has a low loss
+
+
+def test_resuming_the_last_checkpoint_of_a_run_that_saved_none_is_a_clear_error(tmp_path):
+    files = write_toy_corpus(tmp_path, {"train": 30, "validation": 5})
+    started = tmp_path / "started"  # a run stopped before its first checkpoint: its tokenizer, no checkpoint
+    train_joint_bpe([*WORDS, *WORDS.values()], vocab_size=120).save_pretrained(started)
+    options = {**EXACT, "max_steps": 2, "resume_from_checkpoint": "last"}
+    with pytest.raises(FileNotFoundError, match=r"--resume-from-checkpoint last: .*started holds no checkpoint-<step>"):
+        main(toy_run_args(files, started, **options))
+    assert not list(started.glob("checkpoint-*")) and not (started / "final").exists()
+
+
+def test_the_command_line_reads_a_csv_file_beside_a_jsonl_file_and_a_dataset_by_name(tmp_path):
+    pairs = toy_pairs(random.Random(5), 50)
+    train, validation = tmp_path / "train.jsonl", tmp_path / "validation.csv"
+    train.write_text("".join(json.dumps({"en": en, "de": de}) + "\n" for en, de in pairs[:40]))
+    with open(validation, "w", encoding="utf-8", newline="") as file:
+        csv.writer(file).writerows([("en", "de"), *pairs[40:]])
+    options = {**EXACT, "max_steps": 1, "eval_steps": 1, "save_steps": 5, "bleu_sentences": 10}
+    results = main(toy_run_args({"train": train, "validation": validation}, tmp_path / "files", **options))
+    assert results["data"].items() >= {"corpus": "files", "train_pairs": 40, "validation_pairs": 10}.items()
+    assert results["data"]["files"] == {"train": "train.jsonl", "validation": "validation.csv"}
+    assert any("eval_bleu" in entry for entry in results["log_history"])  # the CSV sentences were translated
+
+    folder = tmp_path / "dataset"
+    (folder / "en-de").mkdir(parents=True)
+    for split, split_pairs in (("train", pairs[:40]), ("validation", pairs[40:])):
+        lines = [json.dumps({"translation": {"en": en, "de": de}}) + "\n" for en, de in split_pairs]
+        (folder / "en-de" / f"{split}.jsonl").write_text("".join(lines))
+    (folder / "README.md").write_text(
+        "---\nconfigs:\n- config_name: en-de\n  data_files:\n  - split: train\n    path: en-de/train.jsonl\n"
+        "  - split: validation\n    path: en-de/validation.jsonl\n---\n"
+    )
+    by_name = {"dataset_name": folder, "dataset_config": "en-de"}
+    results = main(toy_run_args({}, tmp_path / "by_name", **options, **by_name))
+    expected = {"corpus": "dataset", "name": str(folder), "config": "en-de", "train_pairs": 40, "validation_pairs": 10}
+    assert results["data"].items() >= expected.items()
+
+
+def test_pruning_keeps_the_last_average_last_checkpoints_whose_mean_is_the_final_model(tmp_path, capsys):
+    files = write_toy_corpus(tmp_path, {"train": 100, "validation": 10})
+    run = tmp_path / "run"
+    main(toy_run_args(files, run, **EXACT, max_steps=12, save_steps=2, eval_steps=12, average_last=3))
+    kept = [Path(path) for path in sort_checkpoints(str(run))]
+    assert [path.name for path in kept] == ["checkpoint-8", "checkpoint-10", "checkpoint-12"]
+    states = [load_file(path / "model.safetensors") for path in kept]
+    final = load_file(run / "final" / "model.safetensors")
+    assert final.keys() == states[0].keys()
+    for name, tensor in final.items():
+        mean = (sum(state[name].double() for state in states) / 3).float()
+        assert torch.allclose(tensor, mean, rtol=1e-6, atol=1e-8), name
+    assert not all(torch.equal(final[name], states[-1][name]) for name in final)  # not the last checkpoint alone
+
+    by_paths, by_last = tmp_path / "by_paths", tmp_path / "by_last"
+    average_main([*map(str, kept[::-1]), "--output", str(by_paths)])  # python -m training.average_checkpoints
+    assert f"averaged 3 checkpoints into {by_paths}" in capsys.readouterr().out
+    average_main(["--last", "3", str(run), "--output", str(by_last)])
+    for folder in (by_paths, by_last):
+        averaged = load_file(folder / "model.safetensors")
+        assert all(torch.equal(averaged[name], final[name]) for name in final), folder
+
+    errors = [
+        (["--last", "0", str(run)], "--last must be at least 1, got 0"),
+        (["--last", "2", str(kept[0]), str(kept[1])], "--last takes one run folder, got 2 paths"),
+        (["--last", "4", str(run)], r"--last 4: .*run holds 3 checkpoint-<step> folders"),
+        (["--last", "1", str(tmp_path / "missing")], r"--last 1: .*missing holds 0 checkpoint-<step> folders"),
+    ]
+    for argv, message in errors:
+        with pytest.raises(SystemExit):
+            average_main([*argv, "--output", str(tmp_path / "refused")])
+        assert re.search(message, capsys.readouterr().err), argv
+    with pytest.raises(FileNotFoundError, match=r"run holds no model.safetensors"):
+        average_main([str(kept[0]), str(run), "--output", str(tmp_path / "refused")])
+    with pytest.raises(ValueError, match=r"checkpoints given more than once would weigh more in the mean: .*-8"):
+        average_main([str(kept[0]), str(kept[1]), str(kept[0]), "--output", str(tmp_path / "refused")])
+    other = tmp_path / "checkpoint-99"
+    tiny_model(encoder_layers=1).save_pretrained(other)
+    with pytest.raises(ValueError, match=r"checkpoint-99 does not hold the same tensors as .*checkpoint-8"):
+        average_main([str(kept[0]), str(other), "--output", str(tmp_path / "refused")])
+    assert not (tmp_path / "refused").exists()
+
+
+# A data-parallel training run in which the second process' clock stands still, so that only the first process'
+# clock can end the run; each process prints the step it stopped at.
+FROZEN_CLOCK_RUN = """
+import os, sys, types
+import training.trainer as trainer
+if os.environ["RANK"] == "1":
+    trainer.time = types.SimpleNamespace(perf_counter=lambda: 0.0)
+train = trainer.TranslationTrainer.train
+def train_and_report(self, *args, **kwargs):
+    output = train(self, *args, **kwargs)
+    print(f"process {os.environ['RANK']} stopped at step {self.state.global_step}", flush=True)
+    return output
+trainer.TranslationTrainer.train = train_and_report
+from training.train import main
+main(sys.argv[1:])
+sys.stdout.flush()
+os._exit(0)
+"""
+
+
+@pytest.mark.slow
+def test_a_time_budget_stops_every_process_of_a_data_parallel_run_at_the_same_step(tmp_path):
+    """The first process' clock decides for all: the second, whose clock never advances, stops with it. (Had each
+    process decided alone, the first would leave training while the second waits in its next gradient all-reduce:
+    the run would hang, and fail here at the timeout.)"""
+    files = write_toy_corpus(tmp_path, {"train": 300, "validation": 10})
+    script = tmp_path / "frozen_clock_run.py"
+    script.write_text(FROZEN_CLOCK_RUN)
+    options = {"size": "tiny", "model_config": json.dumps({"encoder_layers": 1, "decoder_layers": 1}),
+               "max_tokens": 200, "max_steps": 2000, "eval_steps": 1000, "save_steps": 1000, "bleu_sentences": 0,
+               "max_train_minutes": 0.02, "fp32": True}  # fmt: skip
+    command = [*LAUNCHERS["torchrun"], str(free_port()), str(script), *toy_run_args(files, tmp_path / "run", **options)]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
+    process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               start_new_session=True)  # fmt: skip
+    try:
+        out, err = process.communicate(timeout=240)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)  # torchrun and both of its processes
+        out, err = process.communicate()
+        pytest.fail(f"the processes did not stop together: the run hung\n{err[-3000:]}")
+    assert process.returncode == 0, err[-3000:]
+    stopped = dict(re.findall(r"process (\d) stopped at step (\d+)", out))
+    assert stopped.keys() == {"0", "1"} and stopped["0"] == stopped["1"], out[-3000:]
+    step = int(stopped["0"])
+    assert 0 < step < 2000
+    assert f"training ended at step {step:,} of 2,000: the time budget of 0.02 minutes" in out
+    assert [path.name for path in (tmp_path / "run").glob("checkpoint-*")] == [f"checkpoint-{step}"]
+    assert json.loads((tmp_path / "run" / "final" / "training_results.json").read_text())["steps"] == step

@@ -24,6 +24,10 @@ def average_checkpoints(checkpoints: list[str | Path]) -> PreTrainedModel:
     """
     if not checkpoints:
         raise ValueError("no checkpoints to average")
+    resolved = [Path(c).resolve() for c in checkpoints]
+    repeated = sorted({str(c) for c, path in zip(checkpoints, resolved, strict=True) if resolved.count(path) > 1})
+    if repeated:
+        raise ValueError(f"checkpoints given more than once would weigh more in the mean: {', '.join(repeated)}")
     total: dict[str, torch.Tensor] = {}
     for checkpoint in checkpoints:
         path = Path(checkpoint) / WEIGHTS
@@ -53,7 +57,16 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--last", type=int, help="average the last N checkpoints of the run folder")
     parser.add_argument("--output", required=True, help="folder for the averaged model")
     args = parser.parse_args(argv)
-    checkpoints = sort_checkpoints(args.paths[0])[-args.last :] if args.last else args.paths
+    checkpoints = args.paths
+    if args.last is not None:
+        if args.last < 1:
+            parser.error(f"--last must be at least 1, got {args.last}")
+        if len(args.paths) != 1:
+            parser.error(f"--last takes one run folder, got {len(args.paths)} paths")
+        found = sort_checkpoints(args.paths[0]) if Path(args.paths[0]).is_dir() else []
+        if len(found) < args.last:
+            parser.error(f"--last {args.last}: {args.paths[0]} holds {len(found)} checkpoint-<step> folders")
+        checkpoints = found[-args.last :]
     model = average_checkpoints(checkpoints)
     model.save_pretrained(args.output)
     print(f"averaged {len(checkpoints)} checkpoints into {args.output}: {', '.join(str(c) for c in checkpoints)}")
