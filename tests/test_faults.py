@@ -13,7 +13,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from training.checkpoints import CHECKSUMS, CorruptCheckpointError, verify_checkpoint
+from training.checkpoints import CHECKSUMS, STAGING, CorruptCheckpointError, verify_checkpoint
 
 from helpers import free_port, toy_run_args, write_toy_corpus
 
@@ -51,10 +51,29 @@ def _finish(process: subprocess.Popen, timeout: float = 300) -> None:
     assert process.returncode == 0, stderr[-3000:]
 
 
-def test_a_run_killed_mid_way_resumes_to_the_uninterrupted_result(tmp_path, corpus):
-    straight = tmp_path / "straight"
-    _finish(_train(straight, corpus))
+@pytest.fixture(scope="module")
+def straight(tmp_path_factory, corpus) -> Path:
+    """The run folder of the run that the interrupted ones must reproduce, trained without interruption."""
+    run = tmp_path_factory.mktemp("straight") / "run"
+    _finish(_train(run, corpus))
+    return run
 
+
+def _assert_same_result(straight: Path, resumed: Path) -> None:
+    """The same final weights and the same training loss at every step."""
+    expected, got = (load_file(run / "final" / "model.safetensors") for run in (straight, resumed))
+    for name, tensor in expected.items():
+        assert torch.allclose(tensor, got[name], atol=1e-6), name
+
+    def losses(run: Path) -> dict[int, float]:
+        history = json.loads((run / "final" / "training_results.json").read_text())["log_history"]
+        return {entry["step"]: entry["loss"] for entry in history if "loss" in entry}
+
+    assert len(losses(straight)) == 40
+    assert losses(resumed) == pytest.approx(losses(straight), rel=1e-5)
+
+
+def test_a_run_killed_mid_way_resumes_to_the_uninterrupted_result(tmp_path, corpus, straight):
     interrupted = tmp_path / "interrupted"
     process = _train(interrupted, corpus)
     _wait_for(interrupted / "checkpoint-20", process)
@@ -64,17 +83,42 @@ def test_a_run_killed_mid_way_resumes_to_the_uninterrupted_result(tmp_path, corp
     for checkpoint in interrupted.glob("checkpoint-*"):
         verify_checkpoint(checkpoint)  # every checkpoint in place is complete
     _finish(_train(interrupted, corpus, resume_from_checkpoint="last"))
+    _assert_same_result(straight, interrupted)
 
-    expected, resumed = (load_file(run / "final" / "model.safetensors") for run in (straight, interrupted))
-    for name, tensor in expected.items():
-        assert torch.allclose(tensor, resumed[name], atol=1e-6), name
 
-    def losses(run: Path) -> dict[int, float]:
-        history = json.loads((run / "final" / "training_results.json").read_text())["log_history"]
-        return {entry["step"]: entry["loss"] for entry in history if "loss" in entry}
+# A training run that dies (SIGKILL) half-way through writing the optimizer state of checkpoint-20, its weights
+# and configuration already written: the moment a kill can catch a checkpoint half-written.
+KILLED_WHILE_SAVING = """
+import io, os, signal, sys
+import torch
+save = torch.save
+def save_and_die_half_way(obj, path, *args, **kwargs):
+    if str(path).endswith(os.path.join("checkpoint-20", "optimizer.pt")):
+        buffer = io.BytesIO()
+        save(obj, buffer, *args, **kwargs)
+        with open(path, "wb") as file:
+            file.write(buffer.getvalue()[: len(buffer.getvalue()) // 2])
+        os.kill(os.getpid(), signal.SIGKILL)
+    return save(obj, path, *args, **kwargs)
+torch.save = save_and_die_half_way
+from training.train import main
+main(sys.argv[1:])
+"""
 
-    assert len(losses(straight)) == 40
-    assert losses(interrupted) == pytest.approx(losses(straight), rel=1e-5)
+
+def test_a_run_killed_while_writing_a_checkpoint_leaves_none_half_written_and_resumes(tmp_path, corpus, straight):
+    run = tmp_path / "run"
+    command = [sys.executable, "-c", KILLED_WHILE_SAVING, *_run_args(run, corpus)]
+    killed = subprocess.run(command, env=ENV, capture_output=True, text=True, timeout=300)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr[-3000:]
+    assert sorted(path.name for path in run.glob("checkpoint-*")) == ["checkpoint-10"]  # not checkpoint-20
+    partial = sorted(path.name for path in (run / STAGING / "checkpoint-20").iterdir())  # where it was written
+    assert "model.safetensors" in partial and "optimizer.pt" in partial and "trainer_state.json" not in partial
+    verify_checkpoint(run / "checkpoint-10")
+    _finish(_train(run, corpus, resume_from_checkpoint="last"))
+    _assert_same_result(straight, run)
+    for checkpoint in run.glob("checkpoint-*"):
+        verify_checkpoint(checkpoint)
 
 
 def test_damaged_checkpoints_are_refused_by_name(tmp_path, corpus):
