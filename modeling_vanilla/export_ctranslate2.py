@@ -162,7 +162,7 @@ def export_ctranslate2(
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
-        prog="python -m modeling_vanilla.export_ctranslate2",
+        prog="vanilla-export-ct2",
         description="Export a saved vanilla Transformer folder to a CTranslate2 model directory.",
     )
     parser.add_argument("source", help="folder written by save_pretrained (a tokenizer in it gives the vocabulary)")
