@@ -217,13 +217,14 @@ def convert_marian_folder(
 
     Weights are read from safetensors only, as everywhere in this package: a checkpoint whose only weights are a
     pickled `pytorch_model.bin`, which can run code while loading, is refused unless `allow_pickle` says the caller
-    trusts it. The configuration is checked before any weight is read; a checkpoint that lacks weights is refused.
+    trusts it. The configuration is checked before any weight is read, or for a Hub id downloaded (its
+    `config.json` is fetched alone first); a checkpoint that lacks weights is refused.
     """
+    check_marian_config(AutoConfig.from_pretrained(source))
     folder = Path(source)
     if not folder.is_dir():
         patterns = [*WEIGHT_FILES, *TOKENIZER_FILES, *(PICKLED_WEIGHT_FILES if allow_pickle else ())]
         folder = Path(snapshot_download(str(source), allow_patterns=patterns))
-    check_marian_config(AutoConfig.from_pretrained(folder))
     if not allow_pickle and not any(folder.glob("*.safetensors")):
         raise ValueError(
             f"{source} holds no safetensors weights; its pickled weights (pytorch_model.bin) can run code while "
