@@ -122,3 +122,41 @@ def test_auto_precision_follows_the_cpu(monkeypatch):
         assert parse_args(["--output-dir", "unused"]).precision == expected
         assert parse_args(["--output-dir", "unused", "--fp32"]).precision == "fp32"
         assert parse_args(["--output-dir", "unused", "--bf16"]).precision == "bf16"
+
+
+def test_a_sentence_over_the_translation_budget_is_translated_alone(monkeypatch):
+    from training import evaluation
+
+    batches = []
+
+    class Recorder:
+        generation_config = type("Config", (), {"num_beams": 1})()
+        training = device = None
+
+        def eval(self):
+            pass
+
+        def train(self, mode):
+            pass
+
+        def generate(self, input_ids, attention_mask, max_new_tokens):
+            batches.append(int(attention_mask.sum(1).max()) * len(input_ids))
+            return input_ids
+
+    class Tokenizer:
+        def __call__(self, texts, return_tensors=None, padding=False):
+            ids = [[int(word) for word in text.split()] for text in texts]
+            if return_tensors is None:
+                return {"input_ids": ids}
+            width = max(map(len, ids))
+            padded = torch.tensor([row + [0] * (width - len(row)) for row in ids])
+            return type("Batch", (dict,), {"to": lambda self, device: self})(
+                input_ids=padded, attention_mask=(padded != 0).long()
+            )
+
+        def batch_decode(self, ids, skip_special_tokens):
+            return [" ".join(str(i) for i in row.tolist() if i) for row in ids]
+
+    sentences = [" ".join(["5"] * 3)] * 20 + [" ".join(["7"] * 30)]
+    assert evaluation.translate(Recorder(), Tokenizer(), sentences, max_tokens=20, progress=False) == sentences
+    assert sorted(batches)[-1] == 30 and all(size <= 20 for size in sorted(batches)[:-1])  # the 30 goes alone

@@ -376,6 +376,9 @@ def test_resuming_the_last_checkpoint_of_a_run_that_saved_none_is_a_clear_error(
     with pytest.raises(FileNotFoundError, match=r"--resume-from-checkpoint last: .*started holds no checkpoint-<step>"):
         main(toy_run_args(files, started, **options))
     assert not list(started.glob("checkpoint-*")) and not (started / "final").exists()
+    with pytest.raises(FileNotFoundError, match=r"--resume-from-checkpoint last: .*fresh holds no checkpoint-<step>"):
+        main(toy_run_args(files, tmp_path / "fresh", **options))  # a folder that does not exist yet
+    assert not (tmp_path / "fresh").exists()
 
 
 def test_the_command_line_reads_a_csv_file_beside_a_jsonl_file_and_a_dataset_by_name(tmp_path):

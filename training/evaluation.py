@@ -39,8 +39,11 @@ def translate(
     mode (training or evaluation) it was in."""
     was_training = model.training
     model.eval()
-    lengths = np.array([len(ids) for ids in tokenizer(sentences)["input_ids"]])
-    batches = TokenBudgetBatchSampler(lengths, max(max_tokens, lengths.max(initial=1)), shuffle=False)
+    lengths = np.array([len(ids) for ids in tokenizer(sentences)["input_ids"]], dtype=np.int64)
+    alone = np.flatnonzero(lengths > max_tokens)
+    rest = np.flatnonzero(lengths <= max_tokens)
+    batches = [[int(i)] for i in alone]
+    batches += [rest[batch].tolist() for batch in TokenBudgetBatchSampler(lengths[rest], max_tokens, shuffle=False)]
     translations: list[str] = [""] * len(sentences)
     beams = generate_kwargs.get("num_beams", model.generation_config.num_beams) or 1
     for batch in tqdm(batches, desc=f"translating (beam {beams})", disable=not progress, unit="batch"):

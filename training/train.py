@@ -528,6 +528,7 @@ def main(argv: list[str] | None = None, model_factory: ModelFactory = VanillaFor
     args = parse_args(argv)
     run = run_recipe(args)
     config = model_config(args, run)
+    resume = resume_point(args)  # before the data: `last` with no checkpoint is an error, not a tokenizer lookup
     process = PartialState(cpu=not torch.accelerator.is_available())
     if process.is_main_process:
         print(f"precision: {args.precision} ({precision_reason(args)})")
@@ -536,7 +537,7 @@ def main(argv: list[str] | None = None, model_factory: ModelFactory = VanillaFor
     model = build_model(args, config, tokenizer, model_factory)
     trainer = build_trainer(args, run, model, tokenizer, train_set, validation, splits["validation"])
     training_started = time.time()
-    trainer.train(resume_from_checkpoint=resume_point(args))
+    trainer.train(resume_from_checkpoint=resume)
     seconds = {"data": training_started - started, "train": time.time() - training_started}
     process.wait_for_everyone()  # every process has finished training; what follows is the first one's alone
     if not trainer.is_world_process_zero():
