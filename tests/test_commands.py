@@ -167,7 +167,9 @@ def test_evaluate_gives_sacrebleus_scores_and_the_test_bleu_training_reported(ru
     assert from_file["bleu"]["score"] == pytest.approx(bleu.score, abs=1e-9)
     assert from_file["chrf"]["score"] == pytest.approx(chrf.score, abs=1e-9)
     assert round(from_file["bleu"]["score"], 2) == results["test"]["bleu"]
+    assert round(from_file["chrf"]["score"], 2) == results["test"]["chrf"]
     assert from_file["bleu"]["signature"] == results["test"]["signature"]
+    assert from_file["chrf"]["signature"] == results["test"]["chrf_signature"]
     assert from_file["bleu"]["signature"].startswith("nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:")
     assert from_file["chrf"]["signature"].startswith("nrefs:1|case:mixed|eff:yes|nc:6|nw:0|space:no|version:")
     plain = scores(

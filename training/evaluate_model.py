@@ -2,7 +2,7 @@
 
     vanilla-evaluate runs/demo --pair en-de                           # the built-in test split
     vanilla-evaluate runs/demo --test-file test.jsonl --json          # a file as vanilla-train reads it
-    vanilla-evaluate Helsinki-NLP/opus-mt-en-de --source newstest.en --reference newstest.de
+    vanilla-evaluate runs/demo --source test.en --reference test.de   # plain text, line by line
 
 MODEL is what `vanilla-translate` takes (a run folder, a model folder or a Hub id), and the sentences are translated
 as it translates them: the model's own decoding (`--beams` overrides the beam size), in batches of about
@@ -18,10 +18,8 @@ import json
 import sys
 from pathlib import Path
 
-import sacrebleu
-
 from .data import PAIRS, load_corpus, target_language
-from .evaluation import corpus_bleu
+from .evaluation import corpus_bleu, corpus_chrf
 from .preprocess import load_file, sentences
 from .translate import (
     add_model_arguments,
@@ -33,12 +31,6 @@ from .translate import (
     recorded_languages,
     translate_lines,
 )
-
-
-def corpus_chrf(predictions: list[str], references: list[str]) -> dict:
-    """sacreBLEU's corpus chrF with its signature, e.g. {"score": 45.1, "signature": "nrefs:1|case:mixed|..."}."""
-    chrf = sacrebleu.metrics.CHRF()
-    return {"score": chrf.corpus_score(predictions, [references]).score, "signature": str(chrf.get_signature())}
 
 
 def test_set(args: argparse.Namespace, parser: argparse.ArgumentParser) -> tuple[list[str], list[str]]:
@@ -85,14 +77,23 @@ def main(argv: list[str] | None = None) -> None:
     test = parser.add_mutually_exclusive_group(required=True)
     test.add_argument("--pair", choices=list(PAIRS), help="the built-in corpus's test split of this pair")
     test.add_argument(
-        "--test-file", type=Path, help="JSONL ({'translation': {src: ..., tgt: ...}} per line) or CSV, as in training"
+        "--test-file",
+        type=Path,
+        metavar="FILE",
+        help="JSONL ({'translation': {src: ..., tgt: ...}} per line) or CSV, as in training",
     )
-    test.add_argument("--source", type=Path, help="a text file of source sentences, one per line (with --reference)")
-    parser.add_argument("--reference", type=Path, help="a text file of their reference translations, line by line")
+    test.add_argument(
+        "--source", type=Path, metavar="FILE", help="a text file of source sentences, one per line (with --reference)"
+    )
     parser.add_argument(
-        "--source-lang", help="--test-file's source column (default: the language the model's training recorded)"
+        "--reference", type=Path, metavar="FILE", help="a text file of their reference translations, line by line"
     )
-    parser.add_argument("--target-lang", help="--test-file's reference column (default: likewise)")
+    parser.add_argument(
+        "--source-lang",
+        metavar="LANG",
+        help="--test-file's source column (default: the language the model's training recorded)",
+    )
+    parser.add_argument("--target-lang", metavar="LANG", help="--test-file's reference column (default: likewise)")
     parser.add_argument("--json", action="store_true", help="print the scores as one JSON object")
     args = parser.parse_args(argv)
     if (args.source is None) != (args.reference is None):

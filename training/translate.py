@@ -50,8 +50,8 @@ def recorded_languages(model: str) -> tuple[str, str] | None:
     path = cached_file(model_folder(model), RESULTS, _raise_exceptions_for_missing_entries=False)
     if path is None:
         return None
-    languages = json.loads(Path(path).read_text(encoding="utf-8"))["languages"]
-    return languages["source"], languages["target"]
+    languages = json.loads(Path(path).read_text(encoding="utf-8")).get("languages")
+    return None if languages is None else (languages["source"], languages["target"])
 
 
 def read_lines(file: BinaryIO, name: str) -> list[str]:
@@ -107,10 +107,13 @@ def positive(text: str) -> int:
 def add_model_arguments(parser: argparse.ArgumentParser) -> None:
     """MODEL and the decoding options, shared with `vanilla-evaluate`."""
     parser.add_argument("model", metavar="MODEL", help="a run folder (its final/), a model folder, or a Hub id")
-    parser.add_argument("--beams", type=positive, help="beam size (default: the model's generation config)")
+    parser.add_argument(
+        "--beams", type=positive, metavar="N", help="beam size (default: the model's generation config)"
+    )
     parser.add_argument(
         "--max-tokens",
         type=positive,
+        metavar="N",
         default=1024,
         help="source tokens per batch, padding included (default: 1024, as training's test BLEU; a longer "
         "sentence goes alone)",
@@ -127,14 +130,19 @@ def main(argv: list[str] | None = None) -> None:
         prog="vanilla-translate", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     add_model_arguments(parser)
-    parser.add_argument("--input", type=Path, help="the text to translate (default: standard input)")
-    parser.add_argument("--output", type=Path, help="where the translations go (default: standard output)")
+    parser.add_argument("--input", type=Path, metavar="FILE", help="the text to translate (default: standard input)")
+    parser.add_argument(
+        "--output", type=Path, metavar="FILE", help="where the translations go (default: standard output)"
+    )
     parser.add_argument(
         "--source-lang",
+        metavar="LANG",
         help="check that MODEL translates from this language (the one its training recorded); a model that "
         "records none is refused",
     )
-    parser.add_argument("--target-lang", help="check that MODEL translates into this language, likewise")
+    parser.add_argument(
+        "--target-lang", metavar="LANG", help="check that MODEL translates into this language, likewise"
+    )
     args = parser.parse_args(argv)
     if args.input is not None and not args.input.is_file():
         parser.error(f"--input {args.input}: no such file")
