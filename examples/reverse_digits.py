@@ -3,11 +3,15 @@
 A one-minute sanity check of the whole stack on CPU (tokenizer, model, loss, label smoothing, Trainer, generate):
 
     python examples/reverse_digits.py
+
+The strings it is tested on are never trained on: a fixed tenth of all digit strings (chosen by a hash of the
+string) is held out of training.
 """
 
 import argparse
 import random
 import tempfile
+import zlib
 
 import torch
 from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, processors
@@ -19,8 +23,10 @@ from transformers import (
 )
 
 from modeling_vanilla import VanillaConfig, VanillaForConditionalGeneration, paper_generation_config
+from vanilla_training.recipe import ADAM_BETA1, ADAM_BETA2, ADAM_EPSILON, LABEL_SMOOTHING
 
 SPECIAL_TOKENS = ("<pad>", "<unk>", "<s>", "</s>")  # ids 0-3, as the joint BPE of training/ has them
+HELD_OUT = 10  # one digit string in HELD_OUT is a test string
 
 
 def digit_tokenizer() -> PreTrainedTokenizerFast:
@@ -35,12 +41,26 @@ def digit_tokenizer() -> PreTrainedTokenizerFast:
     )
 
 
-def make_examples(
-    tokenizer: PreTrainedTokenizerFast, count: int, seed: int, min_length: int = 3, max_length: int = 8
-) -> list[dict]:
-    """Random digit strings and their reversal, as token ids."""
+def is_test_string(digits: str) -> bool:
+    """Whether `digits` is held out of training: a fixed tenth of all strings, by their CRC-32, so that training
+    and test strings are disjoint by construction."""
+    return zlib.crc32(digits.encode()) % HELD_OUT == 0
+
+
+def digit_strings(count: int, seed: int, test: bool) -> list[str]:
+    """`count` random strings of 3 to 8 digits, all test strings or none."""
     rng = random.Random(seed)
-    strings = ["".join(rng.choices("0123456789", k=rng.randint(min_length, max_length))) for _ in range(count)]
+    strings = []
+    while len(strings) < count:
+        digits = "".join(rng.choices("0123456789", k=rng.randint(3, 8)))
+        if is_test_string(digits) == test:
+            strings.append(digits)
+    return strings
+
+
+def make_examples(tokenizer: PreTrainedTokenizerFast, count: int, seed: int) -> list[dict]:
+    """`count` training strings and their reversal, as token ids."""
+    strings = digit_strings(count, seed, test=False)
     encoded = tokenizer(strings, text_target=[digits[::-1] for digits in strings])
     pairs = zip(encoded["input_ids"], encoded["labels"], strict=True)
     return [{"input_ids": ids, "labels": labels} for ids, labels in pairs]
@@ -70,11 +90,11 @@ def train(steps: int = 400, seed: int = 0, output_dir: str | None = None) -> Van
             learning_rate=3e-3,
             lr_scheduler_type="inverse_sqrt",
             warmup_steps=50,
-            adam_beta1=0.9,
-            adam_beta2=0.98,
-            adam_epsilon=1e-9,
+            adam_beta1=ADAM_BETA1,
+            adam_beta2=ADAM_BETA2,
+            adam_epsilon=ADAM_EPSILON,
             weight_decay=0.0,
-            label_smoothing_factor=0.1,
+            label_smoothing_factor=LABEL_SMOOTHING,
             save_strategy="no",
             logging_steps=100,
             report_to="none",
@@ -103,9 +123,8 @@ def exact_match(model: VanillaForConditionalGeneration, sources: list[str], num_
 
 
 def unseen_strings(count: int = 200, seed: int = 12345) -> list[str]:
-    """Digit strings drawn apart from the training examples (another seed)."""
-    rng = random.Random(seed)
-    return ["".join(rng.choices("0123456789", k=rng.randint(3, 8))) for _ in range(count)]
+    """Test strings: held out of training (`is_test_string`)."""
+    return digit_strings(count, seed, test=True)
 
 
 def main() -> None:
