@@ -10,6 +10,13 @@ builds one model and runs `--warmup` untimed and `--repeats` timed `generate` ca
 process per size gives Marian's weights to ours (`convert_marian`) and checks identical logits and identical
 greedy and beam tokens. (torch.nn.Transformer has no `generate` and is not measured here.)
 
+`--caches` adds transformers' static cache and its compiled decoding path to the default dynamic cache: "static"
+(`cache_implementation="static"`, eager) and "static+compile" (the same, with a `CompileConfig` allowed on the CPU:
+transformers compiles the forward of every decoding step after the first, one graph for all steps). The compile
+happens in the warm-up call and is not timed. transformers' beam search always calls the eager forward, so its
+"static+compile" rows measure the static cache alone (the JSON's `compiled_forward` says whether the compiled
+forward ran). The check before the rounds then also requires each cache to give the dynamic cache's tokens.
+
 Reported per size, decoding, batch and system: generated tokens per second (batch x new tokens / seconds; median,
 min, max over rounds), peak RSS of the process and its increase over the RSS after building the model, model
 FLOP/s and MFU (the FLOP formula is in common.py); and the ratios ours/Marian of tokens per second (> 1: ours is
@@ -17,6 +24,7 @@ faster) and of the memory increase (< 1: ours uses less).
 
     python benchmarks/generate_speed.py                                  # small and base, 5 rounds
     python benchmarks/generate_speed.py --sizes base --json runs/generate_speed.json
+    python benchmarks/generate_speed.py --caches dynamic,static,static+compile --json runs/generate_caches.json
     OMP_NUM_THREADS=1 python benchmarks/generate_speed.py --sizes tiny --rounds 2 --repeats 1 --peak-size 512
 """
 
@@ -26,16 +34,41 @@ from typing import Any
 import common
 import systems
 import torch
-from transformers import GenerationConfig, PreTrainedConfig
+from transformers import CompileConfig, GenerationConfig, PreTrainedConfig
 
 from modeling_vanilla import VanillaConfig
 from modeling_vanilla.modeling_vanilla import LENGTH_PENALTY
 
 SYSTEMS = {systems.SYSTEM_NAMES[name]: {"system": name} for name in ("ours", "marian")}
+CACHES = ("dynamic", "static", "static+compile")
 
 
-def generation_config(config: PreTrainedConfig, beams: int, new_tokens: int) -> GenerationConfig:
-    """Greedy (`beams` 1) or beam search with the paper's length penalty, exactly `new_tokens` new tokens."""
+def cache_list(text: str) -> list[str]:
+    """The cache modes of a comma-separated `--caches`, of `CACHES`."""
+    caches = [cache.strip() for cache in text.split(",") if cache.strip()]
+    unknown = [cache for cache in caches if cache not in CACHES]
+    if unknown or not caches:
+        raise argparse.ArgumentTypeError(f"unknown cache mode(s) {unknown or [text]}; choose from {list(CACHES)}")
+    return caches
+
+
+def cache_options(cache: str) -> dict[str, Any]:
+    """Generation options of a cache mode: none for "dynamic", a static cache, and for "static+compile" a compile
+    configuration that transformers also applies on the CPU (by default it compiles on accelerators only)."""
+    if cache == "dynamic":
+        return {}
+    if cache == "static":
+        return {"cache_implementation": "static"}
+    compile_config = CompileConfig()
+    compile_config._compile_all_devices = True
+    return {"cache_implementation": "static", "compile_config": compile_config}
+
+
+def generation_config(
+    config: PreTrainedConfig, beams: int, new_tokens: int, cache: str = "dynamic"
+) -> GenerationConfig:
+    """Greedy (`beams` 1) or beam search with the paper's length penalty, exactly `new_tokens` new tokens, with the
+    cache mode `cache` (`cache_options`)."""
     beam_options = {"length_penalty": LENGTH_PENALTY, "early_stopping": True} if beams > 1 else {}
     return GenerationConfig(
         num_beams=beams,
@@ -47,6 +80,7 @@ def generation_config(config: PreTrainedConfig, beams: int, new_tokens: int) -> 
         pad_token_id=config.pad_token_id,
         decoder_start_token_id=config.decoder_start_token_id,
         **beam_options,
+        **cache_options(cache),
     )
 
 
@@ -58,17 +92,21 @@ def generate(model: torch.nn.Module, ids: torch.Tensor, mask: torch.Tensor) -> t
 
 def check_generation(task: dict[str, Any]) -> dict[str, Any]:
     """Worker: `systems.compare_logits`, and whether ours and Marian, with one set of weights, generate identical
-    greedy and beam-search tokens (2 sources of 9 tokens, 8 new tokens)."""
+    greedy and beam-search tokens (2 sources of 9 tokens, 8 new tokens) under every cache mode of the task, equal
+    to ours with the dynamic cache."""
     config = VanillaConfig.from_preset(task["size"], vocab_size=task["vocab_size"])
     models = systems.same_function_models(config, task["attn"], "cpu")
     config = models["ours"].config
     ids = systems.random_ids(2, 9, config.vocab_size, config.eos_token_id)
     same_tokens = {}
     for decoding, beams in (("greedy", 1), (f"beam-{task['beams']}", task["beams"])):
-        for name in ("ours", "marian"):
-            models[name].generation_config = generation_config(config, beams, new_tokens=8)
-        outputs = [generate(models[name], ids, torch.ones_like(ids)) for name in ("ours", "marian")]
-        same_tokens[decoding] = torch.equal(*outputs)
+        outputs = []
+        for cache in ("dynamic", *(cache for cache in task["caches"] if cache != "dynamic")):
+            for name in ("ours", "marian"):
+                models[name].generation_config = generation_config(config, beams, new_tokens=8, cache=cache)
+                outputs.append(generate(models[name], ids, torch.ones_like(ids)))
+        label = decoding if task["caches"] == ["dynamic"] else f"{decoding} ({', '.join(task['caches'])})"
+        same_tokens[label] = all(torch.equal(outputs[0], output) for output in outputs[1:])
     return {**systems.compare_logits(models), "same_tokens": same_tokens}
 
 
@@ -79,7 +117,7 @@ def measure_generation(task: dict[str, Any]) -> dict[str, Any]:
     model = systems.build_model(task["system"], config, task["attn"], task["device"]).eval()
     batch, source, new_tokens, beams = task["batch_size"], task["source_length"], task["new_tokens"], task["beams"]
     # Set as the model's own, so that no default of the model's generation config leaks in.
-    model.generation_config = generation_config(config, beams, new_tokens)
+    model.generation_config = generation_config(config, beams, new_tokens, task["cache"])
     ids = systems.random_ids(batch, source, config.vocab_size, config.eos_token_id).to(task["device"])
     mask = torch.ones_like(ids)
     shapes = []
@@ -98,6 +136,7 @@ def measure_generation(task: dict[str, Any]) -> dict[str, Any]:
         "tokens_per_second": batch * new_tokens / call_seconds,
         "seconds": call_seconds,
         "flops_per_second": flops / call_seconds,
+        "compiled_forward": hasattr(model, "_compiled_call"),
         **memory.result(),
     }
 
@@ -111,6 +150,9 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--source-length", type=int, default=32, help="tokens per source sentence, with </s>")
     parser.add_argument("--new-tokens", type=int, default=32, help="tokens generated per sentence")
     parser.add_argument("--attn", default="sdpa", choices=("sdpa", "eager"), help="attention implementation")
+    parser.add_argument(
+        "--caches", type=cache_list, default="dynamic", help=f"comma-separated cache modes, of {list(CACHES)}"
+    )
     parser.add_argument("--warmup", type=int, default=1, help="untimed generate calls per process")
     parser.add_argument("--repeats", type=int, default=3, help="timed generate calls per process")
     return parser.parse_args()
@@ -124,10 +166,11 @@ def main() -> None:
     plan = common.Plan(
         script=__file__,
         groups=[
-            {"size": size, "decoding": decoding, "beams": beams, "batch_size": batch_size}
+            {"size": size, "decoding": decoding, "beams": beams, "batch_size": batch_size, "cache": cache}
             for size in args.sizes
             for decoding, beams in decodings.items()
             for batch_size in args.batch_sizes
+            for cache in args.caches
         ],
         systems=SYSTEMS,
         settings={
@@ -141,16 +184,16 @@ def main() -> None:
             **shared,
         },
         fields=common.THROUGHPUT_FIELDS,
-        checks={size: {"size": size, "beams": args.beams, **shared} for size in args.sizes},
+        checks={size: {"size": size, "beams": args.beams, "caches": args.caches, **shared} for size in args.sizes},
         peak=common.cpu_peak(args),
     )
     outcome = common.execute(plan, args.rounds, args.threads)
-    labels = {"size": "size", "decoding": "decoding", "batch_size": "batch"}
+    labels = {"size": "size", "decoding": "decoding", "batch_size": "batch", "cache": "cache"}
     columns = common.throughput_columns("new tok/s", ("s per call", 1), "RSS", {"MFU": outcome.peak["flops"]})
     setup = (
         f"generate: {args.source_length} source tokens, exactly {args.new_tokens} new tokens per sentence, vocabulary "
         f"{args.vocab_size}, attention {args.attn}, {args.warmup} warm-up + {args.repeats} timed calls per process, "
-        f"{args.rounds} rounds; " + common.describe_sizes(args.sizes)
+        f"{args.rounds} rounds; caches: {', '.join(args.caches)}; " + common.describe_sizes(args.sizes)
     )
     tables = common.throughput_tables(outcome.summary, labels, columns, [("ours", "MarianMTModel")])
     common.publish(args, outcome, [setup, *tables])

@@ -594,6 +594,18 @@ class VanillaDecoder(VanillaStack):
 # ---------------------------------------------------------------------------------------------------------------
 
 
+def as_encoder_output(encoder_outputs: BaseModelOutput | tuple[torch.Tensor, ...]) -> BaseModelOutput:
+    """Encoder outputs given as a tuple (the last hidden state, then optionally all hidden states and attentions,
+    as `return_dict=False` gives them) as the `BaseModelOutput` the encoder returns."""
+    if isinstance(encoder_outputs, BaseModelOutput):
+        return encoder_outputs
+    return BaseModelOutput(
+        last_hidden_state=encoder_outputs[0],
+        hidden_states=encoder_outputs[1] if len(encoder_outputs) > 1 else None,
+        attentions=encoder_outputs[2] if len(encoder_outputs) > 2 else None,
+    )
+
+
 class VanillaModel(VanillaPreTrainedModel):
     """Encoder and decoder over one shared vocabulary: both stacks use the same embedding matrix (section 3.4)."""
 
@@ -642,12 +654,8 @@ class VanillaModel(VanillaPreTrainedModel):
             encoder_outputs = self.encoder(
                 input_ids=input_ids, attention_mask=attention_mask, inputs_embeds=inputs_embeds, **kwargs
             )
-        elif not isinstance(encoder_outputs, BaseModelOutput):
-            encoder_outputs = BaseModelOutput(
-                last_hidden_state=encoder_outputs[0],
-                hidden_states=encoder_outputs[1] if len(encoder_outputs) > 1 else None,
-                attentions=encoder_outputs[2] if len(encoder_outputs) > 2 else None,
-            )
+        else:
+            encoder_outputs = as_encoder_output(encoder_outputs)
         if decoder_input_ids is None and decoder_inputs_embeds is None:
             raise ValueError(
                 "VanillaModel needs decoder_input_ids (the target shifted right, starting with "
@@ -797,7 +805,11 @@ class VanillaForConditionalGeneration(VanillaPreTrainedModel, GenerationMixin):
         self, inputs: torch.Tensor | None = None, generation_config: GenerationConfig | None = None, **kwargs
     ) -> torch.LongTensor:
         """transformers' `generate`, with the paper's length limit (section 6.1): when neither the call nor the
-        generation config sets `max_length` or `max_new_tokens`, at most source length + 50 new tokens."""
+        generation config sets `max_length` or `max_new_tokens`, at most source length + 50 new tokens. The source
+        is `inputs`, `input_ids`, `inputs_embeds` or `encoder_outputs` (a `BaseModelOutput`, or a tuple as the
+        forward takes it)."""
+        if kwargs.get("encoder_outputs") is not None:  # transformers' beam search expands only a BaseModelOutput
+            kwargs["encoder_outputs"] = as_encoder_output(kwargs["encoder_outputs"])
         config = generation_config if generation_config is not None else self.generation_config
         length_unset = all(
             kwargs.get(k) is None and getattr(config, k) is None for k in ("max_length", "max_new_tokens")
@@ -805,7 +817,7 @@ class VanillaForConditionalGeneration(VanillaPreTrainedModel, GenerationMixin):
         if length_unset:
             source = inputs if inputs is not None else kwargs.get("input_ids", kwargs.get("inputs_embeds"))
             if source is None and kwargs.get("encoder_outputs") is not None:
-                source = kwargs["encoder_outputs"][0]  # a BaseModelOutput or a tuple: the last hidden state first
+                source = kwargs["encoder_outputs"].last_hidden_state
             if source is not None:
                 kwargs["max_new_tokens"] = source.shape[1] + EXTRA_OUTPUT_LENGTH
         return super().generate(inputs, generation_config, **kwargs)
