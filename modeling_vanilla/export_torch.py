@@ -10,6 +10,10 @@ independent oracle; the benchmarks as a third system to time against ours and Ma
 Its attention-weight and FFN-inner dropout are set to ours (`attention_dropout`, `activation_dropout`), which
 `nn.Transformer` would otherwise take from its single `dropout`. An untied output layer (`tie_word_embeddings=False`)
 is not represented: `export_torch` refuses it.
+
+Nothing of the model's own code is reused: the positional encoding (`positional_encoding`, section 3.5) and the
+decoder input of teacher forcing (`teacher_forcing_input`) are written out again here, so that a bug in the
+model's versions shows as a difference from this oracle rather than on both sides.
 """
 
 import math
@@ -20,10 +24,35 @@ from torch.nn import functional as F
 from transformers.modeling_outputs import Seq2SeqLMOutput
 
 from .configuration_vanilla import VanillaConfig
-from .modeling_vanilla import VanillaForConditionalGeneration, shift_tokens_right, sinusoidal_positional_encoding
+from .modeling_vanilla import VanillaForConditionalGeneration
 
 # PyTorch's layers take the activation as a function; "swish" is transformers' name for SiLU.
 ACTIVATIONS = {"relu": F.relu, "gelu": F.gelu, "swish": F.silu, "silu": F.silu}
+
+
+def positional_encoding(length: int, d_model: int, layout: str) -> torch.Tensor:
+    """PE(pos, 2i) = sin(pos / 10000^(2i / d_model)) and PE(pos, 2i + 1) = cos(pos / 10000^(2i / d_model)) for
+    positions 0 .. length - 1 (section 3.5), computed in float64, returned in float32. `layout="sin_then_cos"`
+    (Marian) stores the same values with every sine before every cosine: sin in dimension i, cos in d_model/2 + i."""
+    pos = torch.arange(length, dtype=torch.float64)[:, None]
+    two_i = torch.arange(0, d_model, 2, dtype=torch.float64)
+    angle = pos / 10000.0 ** (two_i / d_model)
+    encoding = torch.empty(length, d_model, dtype=torch.float64)
+    if layout == "interleaved":
+        encoding[:, 0::2], encoding[:, 1::2] = torch.sin(angle), torch.cos(angle)
+    elif layout == "sin_then_cos":
+        encoding[:, : d_model // 2], encoding[:, d_model // 2 :] = torch.sin(angle), torch.cos(angle)
+    else:
+        raise ValueError(f"unknown positional encoding layout {layout!r}; use 'interleaved' or 'sin_then_cos'")
+    return encoding.float()
+
+
+def teacher_forcing_input(labels: torch.Tensor, pad_token_id: int, decoder_start_token_id: int) -> torch.Tensor:
+    """Teacher forcing: the decoder reads the reference target, so that position t, which predicts token t, sees
+    the start token and tokens 0 .. t - 1. Labels ignored by the loss (-100) are read as pad."""
+    start = labels.new_full((labels.shape[0], 1), decoder_start_token_id)
+    previous = labels[:, :-1].masked_fill(labels[:, :-1] == -100, pad_token_id)
+    return torch.cat((start, previous), dim=1)
 
 
 class TorchTransformer(nn.Module):
@@ -69,11 +98,8 @@ class TorchTransformer(nn.Module):
 
     def embed(self, ids: torch.Tensor) -> torch.Tensor:
         """Dropout(Embedding(ids) x scale + PE(positions)): the input layer of both stacks."""
-        positions = torch.arange(ids.shape[1], device=ids.device)
-        encoding = sinusoidal_positional_encoding(
-            positions, self.config.d_model, self.config.positional_encoding_layout
-        )
-        return self.dropout(self.embedding(ids) * self.scale + encoding)
+        encoding = positional_encoding(ids.shape[1], self.config.d_model, self.config.positional_encoding_layout)
+        return self.dropout(self.embedding(ids) * self.scale + encoding.to(ids.device))
 
     def encode(self, input_ids: torch.Tensor, padding: torch.Tensor | None) -> torch.Tensor:
         """The encoder's output; `padding` is True at padded source positions (or None)."""
@@ -104,7 +130,9 @@ class TorchTransformer(nn.Module):
         `VanillaForConditionalGeneration` returns them. A mask without padding is dropped, as transformers does,
         so that PyTorch's kernels may skip masking."""
         if decoder_input_ids is None:
-            decoder_input_ids = shift_tokens_right(labels, self.config.pad_token_id, self.config.decoder_start_token_id)
+            decoder_input_ids = teacher_forcing_input(
+                labels, self.config.pad_token_id, self.config.decoder_start_token_id
+            )
         padding = None if attention_mask is None or bool(attention_mask.all()) else attention_mask == 0
         hidden = self.decode(decoder_input_ids, self.encode(input_ids, padding), padding)
         logits = F.linear(hidden, self.embedding.weight)
@@ -155,4 +183,4 @@ def export_torch(model: VanillaForConditionalGeneration) -> TorchTransformer:
     return exported.train(model.training)
 
 
-__all__ = ["TorchTransformer", "export_torch", "torch_weights"]
+__all__ = ["TorchTransformer", "export_torch", "positional_encoding", "teacher_forcing_input", "torch_weights"]

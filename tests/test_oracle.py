@@ -1,10 +1,16 @@
 """Independent oracle: PyTorch's own post-LN Transformer layers, with our weights copied in
-(`modeling_vanilla.export_torch`), give our hidden states, logits and loss."""
+(`modeling_vanilla.export_torch`), give our hidden states, logits and loss. The oracle's positional encoding and
+teacher-forcing input are its own, checked here by hand."""
+
+import ast
+import math
+from pathlib import Path
 
 import pytest
 import torch
 
-from modeling_vanilla.export_torch import export_torch
+from modeling_vanilla import export_torch as export_torch_module
+from modeling_vanilla.export_torch import export_torch, positional_encoding, teacher_forcing_input
 
 from helpers import padded_batch, tiny_model
 
@@ -69,3 +75,38 @@ def test_export_keeps_the_models_mode_and_dtype():
 def test_untied_output_layer_is_refused_by_name():
     with pytest.raises(ValueError, match="tie_word_embeddings=False"):
         export_torch(tiny_model(tie_word_embeddings=False))
+
+
+def test_the_oracle_takes_nothing_but_the_model_class_from_the_model_code():
+    """Its positional encoding and teacher-forcing input are its own: a bug in the model's cannot appear on both
+    sides of the comparisons above."""
+    tree = ast.parse(Path(export_torch_module.__file__).read_text())
+    imported = {
+        alias.name
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom) and node.module == "modeling_vanilla"
+        for alias in node.names
+    }
+    assert imported == {"VanillaForConditionalGeneration"}
+
+
+@pytest.mark.parametrize(
+    ("layout", "order"),
+    [
+        ("interleaved", lambda s0, c0, s1, c1: [s0, c0, s1, c1]),
+        ("sin_then_cos", lambda s0, c0, s1, c1: [s0, s1, c0, c1]),
+    ],
+)
+def test_the_oracles_positional_encoding_is_section_3_5_by_hand(layout, order):
+    """d_model = 4: PE(pos) holds sin and cos of pos / 10000^(0/4) = pos and of pos / 10000^(2/4) = pos / 100."""
+    expected = [order(math.sin(pos), math.cos(pos), math.sin(pos / 100), math.cos(pos / 100)) for pos in range(3)]
+    assert torch.allclose(positional_encoding(3, 4, layout), torch.tensor(expected), atol=1e-7)
+    with pytest.raises(ValueError, match="unknown positional encoding layout 'cos_first'"):
+        positional_encoding(3, 4, "cos_first")
+
+
+def test_the_oracles_teacher_forcing_input_is_the_target_one_step_late():
+    """Position t reads the start token (2) then targets 0 .. t - 1; ignored labels (-100) are read as pad (0)."""
+    labels = torch.tensor([[5, 6, 7], [8, -100, -100]])
+    assert teacher_forcing_input(labels, 0, 2).tolist() == [[2, 5, 6], [2, 8, 0]]
+    assert labels.tolist() == [[5, 6, 7], [8, -100, -100]]  # not modified in place
