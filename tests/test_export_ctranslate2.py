@@ -77,14 +77,14 @@ def hypotheses(sequences: torch.Tensor, eos: int, vocabulary: list[str]) -> list
 def untied(model: VanillaForConditionalGeneration) -> VanillaForConditionalGeneration:
     """`model` with an output layer of its own (`tie_word_embeddings=False`): the embedding matrix plus noise of half
     its spread, so that an exporter reading the embedding matrix in its place gives other scores and tokens."""
-    copy = VanillaForConditionalGeneration(tiny_config(dropout=0.0, tie_word_embeddings=False)).eval()
-    copy.load_state_dict({**model.state_dict(), "lm_head.weight": model.model.shared.weight.detach().clone()})
-    shared = copy.model.shared.weight
+    untied_model = VanillaForConditionalGeneration(tiny_config(dropout=0.0, tie_word_embeddings=False)).eval()
+    untied_model.load_state_dict({**model.state_dict(), "lm_head.weight": model.model.shared.weight.detach().clone()})
+    shared = untied_model.model.shared.weight
     noise = torch.randn(shared.shape, generator=torch.Generator().manual_seed(1))
     with torch.no_grad():
-        copy.lm_head.weight.add_(noise * shared.std() / 2)
-    assert copy.lm_head.weight is not shared
-    return copy
+        untied_model.lm_head.weight.add_(noise * shared.std() / 2)
+    assert untied_model.lm_head.weight is not shared
+    return untied_model
 
 
 @pytest.fixture(scope="module")
