@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from helpers import toy_run_args, write_toy_corpus
+
 pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -87,11 +89,59 @@ def installed(wheel, tmp_path_factory) -> Path:
     return python
 
 
-def _run(python: Path, args: list[str], cwd: Path) -> subprocess.CompletedProcess:
-    """`python ARGS` in `cwd`, isolated from this checkout: no PYTHONPATH, no user site, an offline private Hub home."""
+def _run(program: Path, args: list[str], cwd: Path, stdin: str | None = None) -> subprocess.CompletedProcess:
+    """`program ARGS` (the fresh environment's Python, or one of its commands) in `cwd`, isolated from this checkout:
+    no PYTHONPATH, no user site, an offline private Hub home."""
     env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
     env.update(HF_HOME=str(cwd / "hf_home"), HF_HUB_OFFLINE="1", PYTHONNOUSERSITE="1")
-    return subprocess.run([str(python), *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=600)
+    return subprocess.run(
+        [str(program), *args], cwd=cwd, env=env, input=stdin, capture_output=True, text=True, timeout=600
+    )
+
+
+def _write_toy_data(folder: Path) -> None:
+    """train/validation/test.jsonl of a word-for-word toy task: the same 36 pairs of two words in every split."""
+    words = {"one": "eins", "two": "zwei", "three": "drei", "house": "Haus", "the": "das", "red": "rote"}
+    lines = [
+        json.dumps({"translation": {"en": " ".join(pair), "de": " ".join(words[w] for w in pair)}})
+        for pair in [(a, b) for a in words for b in words]
+    ]
+    for split in ("train", "validation", "test"):
+        (folder / f"{split}.jsonl").write_text("\n".join(lines) + "\n")
+
+
+# A tiny model trained for 4 steps on the toy data: seconds.
+TOY_MODEL = {"d_model": 16, "encoder_layers": 1, "decoder_layers": 1, "encoder_ffn_dim": 16, "decoder_ffn_dim": 16}
+TOY_TRAINING = ["--output-dir", "run", "--train-file", "train.jsonl", "--validation-file", "validation.jsonl",
+                "--test-file", "test.jsonl", "--vocab-size", "60", "--model-config", json.dumps(TOY_MODEL),
+                "--max-steps", "4", "--eval-steps", "2", "--save-steps", "2"]  # fmt: skip
+COMMANDS = [
+    "vanilla-train",
+    "vanilla-translate",
+    "vanilla-evaluate",
+    "vanilla-push",
+    "vanilla-average-checkpoints",
+    "vanilla-show-attention",
+    "vanilla-show-positional-encoding",
+    "vanilla-convert-marian",
+    "vanilla-export-ct2",
+]
+
+# Each console script's entry point called as its script calls it, with `--help`: its exit status and usage line.
+HELP_OF_EVERY_COMMAND = """
+import contextlib, io, json, sys
+from importlib.metadata import entry_points
+found = {}
+for entry in entry_points(group="console_scripts"):
+    if entry.name.startswith("vanilla-"):
+        sys.argv, text = [entry.name, "--help"], io.StringIO()
+        with contextlib.redirect_stdout(text):
+            try:
+                entry.load()()
+            except SystemExit as exit:
+                found[entry.name] = [exit.code, text.getvalue()[: len(entry.name) + 8]]
+print(json.dumps(found))
+"""
 
 
 def test_the_wheel_holds_the_files_the_code_reads_and_no_top_level_training(wheel):
@@ -122,20 +172,37 @@ def test_model_pipeline_converter_and_exporter_run_from_the_installed_wheel(inst
 
 
 def test_training_runs_from_the_installed_wheel_with_its_card_and_bleu(installed, tmp_path):
-    words = {"one": "eins", "two": "zwei", "three": "drei", "house": "Haus", "the": "das", "red": "rote"}
-    lines = [
-        json.dumps({"translation": {"en": " ".join(pair), "de": " ".join(words[w] for w in pair)}})
-        for pair in [(a, b) for a in words for b in words]
-    ]
-    for split in ("train", "validation", "test"):
-        (tmp_path / f"{split}.jsonl").write_text("\n".join(lines) + "\n")
-    model = {"d_model": 16, "encoder_layers": 1, "decoder_layers": 1, "encoder_ffn_dim": 16, "decoder_ffn_dim": 16}
-    args = ["-m", "vanilla_training.train", "--output-dir", "run", "--train-file", "train.jsonl",
-            "--validation-file", "validation.jsonl", "--test-file", "test.jsonl", "--vocab-size", "60",
-            "--model-config", json.dumps(model), "--max-steps", "4", "--eval-steps", "2", "--save-steps", "2",
-            "--test-limit", "5"]  # fmt: skip
+    _write_toy_data(tmp_path)
+    args = ["-m", "vanilla_training.train", *TOY_TRAINING, "--test-limit", "5"]
     done = _run(installed, args, cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-4000:]
     assert "test BLEU" in done.stdout
     card = (tmp_path / "run" / "final" / "README.md").read_text()
     assert "pipeline_tag: translation" in card and "${" not in card
+
+
+def test_console_scripts_run_from_another_folder(installed, tmp_path):
+    commands = installed.parent
+    done = _run(installed, ["-c", HELP_OF_EVERY_COMMAND], cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-4000:]
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == {name: [0, f"usage: {name} "] for name in COMMANDS}
+    assert all((commands / name).is_file() for name in COMMANDS)
+    files = write_toy_corpus(tmp_path, {"train": 400, "validation": 20, "test": 25})
+    trained = _run(commands / "vanilla-train", toy_run_args(files, tmp_path / "run", show=0), cwd=tmp_path)
+    assert trained.returncode == 0, trained.stderr[-4000:]  # main's results dict would make it exit status 1
+    text = "one two\n\nthe big red house\n"
+    (tmp_path / "in.txt").write_text(text)
+    translated = _run(commands / "vanilla-translate", ["run", "--input", "in.txt", "--output", "out.txt"], tmp_path)
+    assert translated.returncode == 0, translated.stderr[-4000:]
+    lines = (tmp_path / "out.txt").read_text().split("\n")
+    assert len(lines) == 4 and lines[1] == lines[3] == "" and lines[0] and lines[2]
+    piped = _run(commands / "vanilla-translate", ["run"], tmp_path, stdin=text)
+    assert piped.returncode == 0 and piped.stdout == (tmp_path / "out.txt").read_text(), piped.stderr[-4000:]
+    evaluated = _run(commands / "vanilla-evaluate", ["run", "--test-file", str(files["test"]), "--json"], tmp_path)
+    assert evaluated.returncode == 0, evaluated.stderr[-4000:]
+    scores = json.loads(evaluated.stdout)
+    test = json.loads((tmp_path / "run" / "final" / "training_results.json").read_text())["test"]
+    assert (round(scores["bleu"]["score"], 2), round(scores["chrf"]["score"], 2)) == (test["bleu"], test["chrf"])
+    assert scores["sentences"] == 25 and test["bleu"] > 30  # the toy run translates
+    pictured = _run(commands / "vanilla-show-positional-encoding", ["--output", "pe.png"], tmp_path)
+    assert pictured.returncode == 0 and (tmp_path / "pe.png").is_file(), pictured.stderr[-4000:]
