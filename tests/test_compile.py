@@ -9,7 +9,7 @@ Compiling on the CPU calls a C++ compiler and takes tens of seconds, so the comp
 import pytest
 import torch
 from torch._dynamo.utils import counters
-from transformers import CompileConfig, StaticCache
+from transformers import CompileConfig, EncoderDecoderCache, StaticCache
 
 from modeling_vanilla import VanillaForConditionalGeneration
 from training.train import main
@@ -92,6 +92,32 @@ def test_the_positional_encoding_grows_before_the_compiled_steps(compiled_runs):
     assert cache_size == 8 and compiled_runs["table_rows"] >= cache_size
     positional_encoding = compiled_runs["model"].model.decoder.positional_encoding
     assert torch.equal(positional_encoding.table, positional_encoding.formula(positional_encoding.table.shape[0]))
+
+
+def test_a_decoding_step_with_a_static_cache_reads_nothing_back_from_the_device():
+    """The graph dynamo captures of a decoding step (after the first, eager, step filled the static cache) holds no
+    `item()` or other read of a tensor's value into Python, which on a GPU would wait for the device every step:
+    positions come from the cache's length tensor, and the input checks are skipped inside the graph."""
+    model = tiny_model(std=0.4)
+    ids, mask = padded_batch()
+    config = model.config
+    cache = EncoderDecoderCache(StaticCache(config, max_cache_len=6), StaticCache(config, max_cache_len=ids.shape[1]))
+    with torch.no_grad():
+        encoder_outputs = model.get_encoder()(input_ids=ids, attention_mask=mask)
+        step = {"encoder_outputs": encoder_outputs, "attention_mask": mask, "cache": cache, "use_cache": True}
+        model(decoder_input_ids=torch.full((3, 1), 2), **step)  # the first step, eager
+        graphs = []
+
+        def capture(graph: torch.fx.GraphModule, example_inputs: list) -> torch.fx.GraphModule:
+            graphs.append(graph)
+            return graph.forward
+
+        torch._dynamo.reset()
+        torch.compile(model, backend=capture, fullgraph=True)(decoder_input_ids=torch.full((3, 1), 7), **step)
+    reads = {"item", "tolist", "__bool__", "__int__", "__index__"}
+    calls = [node.target for node in graphs[0].graph.nodes if node.op in ("call_method", "call_function")]
+    assert len(graphs) == 1 and calls
+    assert not [target for target in calls if getattr(target, "__name__", target) in reads | {"_local_scalar_dense"}]
 
 
 @pytest.mark.slow

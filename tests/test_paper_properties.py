@@ -4,6 +4,7 @@ import math
 
 import pytest
 import torch
+from safetensors.torch import load_file
 
 from modeling_vanilla import VanillaConfig, VanillaForConditionalGeneration, sinusoidal_positional_encoding
 
@@ -161,3 +162,24 @@ def test_initialisation_follows_the_reference_implementations():
     assert torch.count_nonzero(q.bias) == 0
     fc1 = model.model.decoder.layers[0].feed_forward.fc1
     assert fc1.weight.abs().max().item() <= math.sqrt(6 / (512 + 2048))
+
+
+def test_the_positional_encoding_table_is_the_formula_built_again_after_loading_and_never_saved(tmp_path):
+    """The table of each stack holds `max_position_embeddings` rows of `sinusoidal_positional_encoding` exactly
+    (float64, then float32); loading computes it again (transformers builds the model on the meta device), nothing
+    of it is saved, and a longer sequence grows it with the formula's values."""
+    model = tiny_model(std=0.3, max_position_embeddings=50)
+    model.save_pretrained(tmp_path)
+    loaded = VanillaForConditionalGeneration.from_pretrained(tmp_path)
+    for built in (model, loaded):
+        for stack in (built.model.encoder, built.model.decoder):
+            table = stack.positional_encoding.table
+            assert table.dtype == torch.float32
+            assert torch.equal(table, sinusoidal_positional_encoding(torch.arange(50), 32))
+    assert not [name for name in load_file(tmp_path / "model.safetensors") if "positional" in name]
+    ids = torch.randint(4, 64, (1, 120), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        loaded.get_encoder()(input_ids=ids)
+    grown = loaded.model.encoder.positional_encoding.table
+    assert grown.shape[0] >= 120
+    assert torch.equal(grown, sinusoidal_positional_encoding(torch.arange(grown.shape[0]), 32))
