@@ -59,6 +59,25 @@ def test_generate_speed_checks_identical_tokens(tmp_path):
     assert "greedy tokens identical, beam-4 tokens identical" in stdout
 
 
+def test_generate_speed_with_the_static_cache_compiled(tmp_path):
+    """The static cache + compile mode: the tokens are checked against the dynamic cache's first, transformers'
+    compiled forward runs for greedy decoding (its beam search calls the eager one), and the rows say their cache."""
+    options = ["--batch-sizes", "1", "--source-length", "6", "--new-tokens", "3", "--repeats", "1"]
+    options += ["--caches", "static+compile"]
+    payload, stdout = run_tiny("generate_speed.py", tmp_path / "generate.json", "--peak-size", "128", *options)
+    assert measured_systems(payload) == [["ours", "MarianMTModel"]] * 2
+    assert [(group["decoding"], group["cache"]) for group in payload["summary"]] == [
+        ("greedy", "static+compile"), ("beam-4", "static+compile")
+    ]  # fmt: skip
+    same_tokens = payload["checks"]["tiny"]["same_tokens"]
+    assert same_tokens == {"greedy (static+compile)": True, "beam-4 (static+compile)": True}
+    measurements = [result for result in payload["results"] if result["kind"] == "generate"]
+    compiled = {(result["decoding"], result["system"]): result["compiled_forward"] for result in measurements}
+    assert compiled == {("greedy", "ours"): True, ("greedy", "marian"): True, ("beam-4", "ours"): False,
+                        ("beam-4", "marian"): False}  # fmt: skip
+    assert "| tiny | greedy | 1 | static+compile | ours |" in stdout
+
+
 def test_length_scaling_and_its_picture(tmp_path):
     picture = tmp_path / "images" / "length_scaling.png"
     options = ["--lengths", "16,8", "--repeats", "1", "--plot", str(picture)]
@@ -130,6 +149,7 @@ def test_qkv_fusion_refuses_a_fused_variant_that_computes_something_else(monkeyp
     [
         ("train_speed.py", ["--sizes", "tiny,huge"], "unknown size(s) ['huge']; choose from"),
         ("generate_speed.py", ["--batch-sizes", "1,0"], "expected comma-separated positive integers, got '1,0'"),
+        ("generate_speed.py", ["--caches", "static,paged"], "unknown cache mode(s) ['paged']; choose from"),
         ("length_scaling.py", ["--bogus"], "unrecognized arguments: --bogus"),
     ],
 )
