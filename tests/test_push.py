@@ -268,3 +268,15 @@ def test_push_to_the_hub_and_load_the_pipeline_from_the_repo_id(final, tmp_path)
 
     # the pushed card's snippets run against the repo where the package is not importable
     assert printed == expected_snippet_output(final)
+
+
+def test_a_run_too_short_to_log_or_evaluate_still_gets_a_card(final, tmp_path):
+    for name in ("config.json", "tokenizer_config.json"):
+        shutil.copy(final / name, tmp_path / name)
+    results = json.loads((final / "training_results.json").read_text())
+    results["log_history"] = [e for e in results["log_history"] if "loss" not in e and "eval_loss" not in e]
+    (tmp_path / "training_results.json").write_text(json.dumps(results))
+    card = render_card(tmp_path, model_id=REPO)
+    mean = next(e["train_loss"] for e in results["log_history"] if "train_loss" in e)
+    assert f"Final training loss (label-smoothed): {mean:.3f} (the mean over the run)" in card
+    assert "last validation loss: none (no evaluation ran)" in card and "No evaluation ran during training" in card

@@ -49,7 +49,7 @@ def average_checkpoints(checkpoints: list[str | Path]) -> PreTrainedModel:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
-        prog="python -m training.average_checkpoints",
+        prog="vanilla-average-checkpoints",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

@@ -127,12 +127,17 @@ def averaging(results: dict[str, Any]) -> str:
 def training_values(results: dict[str, Any]) -> dict[str, Any]:
     """The card's values about the recipe, the hardware and the last logged losses and BLEU."""
     result = partial(required_value, results, where="training_results.json")
-    last = {}
+    history = result("log_history")
+    evaluated = any("eval_loss" in entry for entry in history)  # no evaluation: a run shorter than eval_steps
+    last = {} if evaluated else {"eval_loss": "none (no evaluation ran)"}
     for key in ("loss", "eval_loss", "eval_bleu"):
-        logged = [entry for entry in result("log_history") if key in entry]
+        logged = [entry for entry in history if key in entry]
+        means = [entry["train_loss"] for entry in history if "train_loss" in entry]
         if logged:
             last[key] = f"{logged[-1][key]:.{2 if key == 'eval_bleu' else 3}f} (step {logged[-1]['step']})"
-        elif key != "eval_bleu" or result("recipe.bleu_sentences"):  # optional only where it was turned off
+        elif key == "loss" and means:  # a run that ended before its first logging step
+            last[key] = f"{means[-1]:.3f} (the mean over the run)"
+        elif key == "loss" or (evaluated and (key == "eval_loss" or result("recipe.bleu_sentences"))):
             raise ValueError(f"the model card needs {key!r} in the log_history of training_results.json")
     if "eval_bleu" in last:
         sentences = result("data.validation_bleu_pairs")
@@ -140,8 +145,10 @@ def training_values(results: dict[str, Any]) -> dict[str, Any]:
             f"At the last evaluation during training, greedy BLEU on {plural(sentences, 'validation sentence')} "
             f"was {last['eval_bleu']}."
         )
-    else:
+    elif evaluated:
         validation_bleu = "No validation BLEU was measured during training (`--bleu-sentences 0`)."
+    else:
+        validation_bleu = "No evaluation ran during training: the run ended before its first (`--eval-steps`)."
     processes = result("processes")
     hardware = f"{plural(processes, 'process', 'processes')} on {result('environment.cpu')}, "
     hardware += plural(result("environment.cpu_count"), "CPU core")

@@ -35,6 +35,7 @@ class Recipe:
     average_last: int  # checkpoints averaged at the end (section 6.1: 5 for base, 20 for big)
     lr_scale: float = 1.0  # multiplies equation 3's learning rate
     label_smoothing: float = LABEL_SMOOTHING
+    dropout: float | None = None  # the model's dropout (section 5.4), if not its size's
     max_length: int = 256  # longest example kept, in tokens (longer ones are counted and left out)
     bleu_sentences: int = 200  # validation sentences translated (greedy) at each evaluation (0: validation loss only)
     max_train_minutes: float = 0.0  # training ends at the first step after this many minutes, if sooner (0: no limit)
@@ -52,8 +53,9 @@ class Recipe:
         for name in ("warmup_steps", "bleu_sentences", "max_train_minutes", "patience"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be zero or positive, got {getattr(self, name)}")
-        if not 0 <= self.label_smoothing < 1:
-            raise ValueError(f"label_smoothing must lie in [0, 1), got {self.label_smoothing}")
+        for name in ("label_smoothing", "dropout"):
+            if getattr(self, name) is not None and not 0 <= getattr(self, name) < 1:
+                raise ValueError(f"{name} must lie in [0, 1), got {getattr(self, name)}")
         if self.selection not in SELECTIONS:
             raise ValueError(f"selection must be one of {SELECTIONS}, got {self.selection!r}")
         if self.patience and self.selection != "best":

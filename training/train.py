@@ -60,7 +60,7 @@ ModelFactory = Callable[[VanillaConfig], PreTrainedModel]
 # Where each field of `recipe.Recipe` appears in --help.
 RECIPE_GROUPS = {
     "data": ("max_length",),
-    "model": ("vocab_size",),
+    "model": ("vocab_size", "dropout"),
     "recipe": (
         "max_tokens",
         "gradient_accumulation_steps",
@@ -76,6 +76,7 @@ RECIPE_GROUPS = {
 RECIPE_HELP = {
     "max_length": "longest pair kept, in tokens (longer pairs are counted and left out)",
     "vocab_size": "joint BPE vocabulary size",
+    "dropout": "dropout of the model (section 5.4; none: its size's)",
     "max_tokens": "tokens per batch and process, padding included (section 5.1)",
     "gradient_accumulation_steps": "batches summed into one optimizer step",
     "lr_scale": "multiplies equation 3's learning rate",
@@ -95,7 +96,8 @@ PRECISIONS = ("auto", "fp32", "bf16", "fp16")
 
 def preset_values(name: str) -> str:
     """A recipe field's value in every preset, for --help: "demo 2000, base 100000, big 300000"."""
-    return ", ".join(f"{preset} {getattr(run, name)}" for preset, run in recipe.RECIPES.items())
+    values = {preset: getattr(run, name) for preset, run in recipe.RECIPES.items()}
+    return ", ".join(f"{preset} {'none' if value is None else value}" for preset, value in values.items())
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -132,7 +134,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         if group is None:
             continue  # size: --size
         choices = recipe.SELECTIONS if field.name == "selection" else None
-        kind = str if choices else field.type
+        kind = str if choices else float if field.name == "dropout" else field.type
         group.add_argument(
             f"--{field.name.replace('_', '-')}",
             type=kind,
@@ -166,7 +168,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="experiment trackers of the Trainer, comma-separated: tensorboard, wandb, mlflow, ... (default: none)",
     )
     args = parser.parse_args(argv)
-    new_model = [name for name in ("size", "vocab_size") if getattr(args, name) is not None]
+    new_model = [name for name in ("size", "vocab_size", "dropout") if getattr(args, name) is not None]
     new_model += ["model_config"] if args.model_config else []
     if args.model_name_or_path and new_model:
         parser.error(
@@ -252,7 +254,8 @@ def model_config(args: argparse.Namespace, run: recipe.Recipe) -> PreTrainedConf
     top (checked now, before any output)."""
     if args.model_name_or_path:
         return AutoConfig.from_pretrained(args.model_name_or_path)
-    return VanillaConfig.from_preset(run.size, vocab_size=run.vocab_size, **args.model_config)
+    dropout = {} if run.dropout is None else {"dropout": run.dropout}
+    return VanillaConfig.from_preset(run.size, vocab_size=run.vocab_size, **dropout, **args.model_config)
 
 
 def load_or_train_tokenizer(
