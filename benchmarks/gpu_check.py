@@ -6,8 +6,9 @@ Measured, for each size (`--sizes`, default the paper's base and big; vocabulary
   dropout of the size's preset): target tokens/s, model FLOP/s and MFU against the bf16 matmul peak measured in
   the same run (the best `torch.mm` of two `--peak-size` square bf16 matrices) and against the GPU's nominal dense
   bf16 peak where its name is known;
-- beam-4 `generate` (length penalty 0.6, exactly `--new-tokens` new tokens) at batch 64 under the same autocast:
-  generated tokens/s;
+- beam-4 `generate` (length penalty 0.6, exactly `--new-tokens` new tokens) at batch 64 under the same autocast,
+  and greedy `generate` with the dynamic cache and with the static cache and compiled forward (transformers' fast
+  path): generated tokens/s, and the compiled path's gain over the dynamic cache per system;
 - the peak GPU memory of every measurement (`torch.cuda.max_memory_allocated`, reset after the model is built) and
   its increase over the built model;
 - sdpa against eager attention in bf16: the largest |logit difference| between the two, and of each from the fp32
@@ -239,13 +240,37 @@ def parse_args() -> argparse.Namespace:
     return args
 
 
+# Beam search with the dynamic cache (the paper's decoding), and greedy decoding with the dynamic cache and with
+# transformers' fast path, a static cache and the compiled forward (CUDA graphs on a GPU; its beam search calls the
+# eager forward, so greedy is where compile applies).
+GENERATION_MODES = (
+    {"decoding": "beam-4", "beams": 4, "cache": "dynamic"},
+    {"decoding": "greedy", "beams": 1, "cache": "dynamic"},
+    {"decoding": "greedy", "beams": 1, "cache": "static+compile"},
+)
+
+
+def compile_gain_table(generation: list[dict[str, Any]]) -> str:
+    """Greedy tokens per second with the static cache and compiled forward over the dynamic cache's, per system."""
+    rows = []
+    for group in generation:
+        if group["cache"] != "static+compile":
+            continue
+        dynamic = next(
+            other
+            for other in generation
+            if (other["size"], other["decoding"], other["cache"]) == (group["size"], group["decoding"], "dynamic")
+        )
+        for system, stats in group["systems"].items():
+            rows.append([group["size"], system, common.ratio(stats, dynamic["systems"][system], "tokens_per_second")])
+    return common.markdown_table(["size", "system", "greedy static+compile / dynamic tokens/s"], rows)
+
+
 def plan_for(args: argparse.Namespace) -> common.Plan:
     """Training and generation of ours and Marian at every size, interleaved, after the checks."""
     training = train_speed.training_task(args)
     generation = {
         "kind": "generate",
-        "decoding": "beam-4",
-        "beams": 4,
         "batch_size": args.generate_batch_size,
         "source_length": args.generate_source_length,
         "new_tokens": args.new_tokens,
@@ -255,7 +280,10 @@ def plan_for(args: argparse.Namespace) -> common.Plan:
     settings = {"vocab_size": args.vocab_size, "attn": "sdpa", "device": args.device, "dtype": "bfloat16"}
     return common.Plan(
         script=__file__,
-        groups=[{**workload, "size": size} for workload in (training, generation) for size in args.sizes],
+        groups=[
+            *({**training, "size": size} for size in args.sizes),
+            *({**generation, **decoding, "size": size} for size in args.sizes for decoding in GENERATION_MODES),
+        ],
         systems=SYSTEMS,
         settings=settings,
         fields=common.THROUGHPUT_FIELDS,
@@ -300,6 +328,7 @@ def report_sections(args: argparse.Namespace, outcome: common.Outcome, ddp: dict
     training = [group for group in outcome.summary if group["kind"] == "train"]
     generation = [group for group in outcome.summary if group["kind"] == "generate"]
     labels = {"size": "size"}
+    generate_labels = {"size": "size", "decoding": "decoding", "cache": "cache"}
     setup = (
         f"bf16 autocast on {'the GPU' if cuda else 'the CPU (no GPU: memory is the peak RSS)'}, vocabulary "
         f"{args.vocab_size}, attention sdpa, {args.rounds} rounds; " + common.describe_sizes(args.sizes)
@@ -312,9 +341,11 @@ def report_sections(args: argparse.Namespace, outcome: common.Outcome, ddp: dict
         f"Training step (forward + backward + Adam), batch {args.batch_size} x {args.source_length} source + "
         f"{args.target_length} target tokens, {args.warmup} warm-up + {args.steps} timed steps per process",
         *common.throughput_tables(training, labels, train_columns, PAIRS),
-        f"Beam-4 generate, batch {args.generate_batch_size}, {args.generate_source_length} source tokens, exactly "
-        f"{args.new_tokens} new tokens per sentence, 1 warm-up + {args.generate_repeats} timed calls per process",
-        *common.throughput_tables(generation, labels, generate_columns, PAIRS),
+        f"generate, batch {args.generate_batch_size}, {args.generate_source_length} source tokens, exactly "
+        f"{args.new_tokens} new tokens per sentence, 1 warm-up (where static+compile compiles) + "
+        f"{args.generate_repeats} timed calls per process",
+        *common.throughput_tables(generation, generate_labels, generate_columns, PAIRS),
+        compile_gain_table(generation),
         "sdpa against eager attention in bf16: largest |logit difference| / largest |fp32 logit| (fp32 reference: "
         "eager)",
         attention_table(outcome.checks),

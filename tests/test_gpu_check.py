@@ -30,7 +30,13 @@ def tiny_run(tmp_path_factory) -> tuple[dict, str]:
 def test_bf16_training_and_generation_of_ours_and_marian_are_measured(tiny_run):
     payload, _ = tiny_run
     assert payload["peak"]["dtype"] == "bfloat16" and payload["peak"]["flops"] > 0
-    assert [(group["kind"], group["size"]) for group in payload["summary"]] == [("train", "tiny"), ("generate", "tiny")]
+    groups = [(group["kind"], group.get("decoding"), group.get("cache")) for group in payload["summary"]]
+    assert groups == [
+        ("train", None, None),
+        ("generate", "beam-4", "dynamic"),
+        ("generate", "greedy", "dynamic"),
+        ("generate", "greedy", "static+compile"),
+    ]
     for group in payload["summary"]:
         assert list(group["systems"]) == ["ours", "MarianMTModel"]
         for stats in group["systems"].values():
@@ -39,7 +45,9 @@ def test_bf16_training_and_generation_of_ours_and_marian_are_measured(tiny_run):
             assert 0 < speed["min"] <= speed["median"] <= speed["max"]
             assert stats["flops_per_second"]["median"] > 0 and stats["peak_mib"]["median"] > 0
     measurements = [result for result in payload["results"] if result["kind"] in ("train", "generate")]
-    assert len(measurements) == 4
+    assert len(measurements) == 8
+    compiled = [result["compiled_forward"] for result in measurements if result.get("cache") == "static+compile"]
+    assert compiled == [True, True]  # transformers' compiled forward ran, for ours and for Marian
     assert all(result["dtype"] == "bfloat16" and result["device"] == "cpu" for result in measurements)
 
 
@@ -68,8 +76,10 @@ def test_report_prints_every_table_and_is_saved(tiny_run):
     assert payload["report"] in stdout
     for text in (
         "| size | system | target tok/s (median) | min | max | step ms | peak RSS MiB |",
-        "| size | system | new tok/s (median) | min | max | s per call |",
+        "| size | decoding | cache | system | new tok/s (median) | min | max | s per call |",
         "| tiny | ours / MarianMTModel |",
+        "| tiny | greedy | static+compile | ours / MarianMTModel |",
+        "| size | system | greedy static+compile / dynamic tokens/s |",
         "| size | system | bf16 sdpa vs bf16 eager | bf16 eager vs fp32 | bf16 sdpa vs fp32 |",
         "Data-parallel training step, 2 processes",
         "Nominal bf16 peak: none (not a GPU)",
