@@ -255,6 +255,9 @@ def test_mixed_precision_runs_where_the_hardware_has_it_and_is_refused_by_name_e
     for precision in ("fp32", "bf16"):  # CPUs have bfloat16 autocast
         results = main(toy_run_args(files, tmp_path / precision, **{precision: True}, **tiny))
         assert results["precision"] == precision
+        # bf16 on a CPU trains with eager attention (torch's fused CPU kernel is slow in bf16); saved, sdpa
+        switched = "attention: eager while training (bf16 on a CPU), sdpa after" in capsys.readouterr().out
+        assert switched == (precision == "bf16" and not torch.cuda.is_available())
         losses[precision] = [entry["loss"] for entry in results["log_history"] if "loss" in entry]
     # The same run (weights, batches, dropout masks) in both precisions: bf16 rounds to 8 significant bits (0.4%),
     # and the losses, means over hundreds of tokens, differ by at most 0.03% here; 0.2% is allowed. They must
