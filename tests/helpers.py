@@ -103,6 +103,8 @@ def toy_run_args(files: dict[str, Path], output_dir: Path, **options) -> list[st
         "save_steps": 40,
         "average_last": 3,
         "bleu_sentences": 20,
+        "dropout": 0.0,
+        "selection": "last",
         **options,
     }
     args = ["--output-dir", str(output_dir)]
@@ -170,7 +172,7 @@ def fine_tune_args(files: dict[str, Path], output_dir: Path, model: Path, **opti
     """`toy_run_args` fine-tuning the model folder `model`: without the new model's settings (size, vocabulary),
     which `--model-name-or-path` refuses."""
     args = toy_run_args(files, output_dir, model_name_or_path=model, **options)
-    for name in ("--vocab-size", "--model-config"):
+    for name in ("--vocab-size", "--model-config", "--dropout"):
         index = args.index(name)
         del args[index : index + 2]
     return args

@@ -121,12 +121,12 @@ def test_training_writes_a_card_with_the_runs_real_values(final):
         f"torch {torch.__version__}",
         f"data preparation (corpus, tokenizer, token ids) {results['data_seconds']} s",
         f"training {results['train_seconds']} s",
-        "| train (kept: at most 40 tokens a side) | 400 |",
+        "| train (kept: at most 64 tokens a side) | 400 |",
         "| validation, for BLEU during training | 20 |",  # bleu_sentences 20
         "1 accumulation step and 1 process, so about 512 tokens per step",
         "The final weights average the last 3 checkpoints (steps 80 to 150).",
         "learning rate 0.2 x d_model^-0.5",
-        "150 steps; training pairs longer than 40 tokens left out",
+        "150 steps; training pairs longer than 64 tokens left out",
         "| initialisation (not in the paper) | Xavier-uniform projections, embeddings from N(0, d_model^-0.5)",
         f"| {results['test']['examples'][0]['source']} | {results['test']['examples'][0]['translation']} |",
     ):
