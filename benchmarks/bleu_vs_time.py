@@ -9,7 +9,9 @@ checkpoints of one long run at step N are those a run of `--max-steps N` would h
 this script averages the last `--average-last` checkpoints up to it (as `training.train` does at the end of a run),
 translates the test set with the paper's decoding (beam 4, length penalty 0.6) and prints a markdown table: step,
 the training time up to it (read from the run's log, which the Trainer stamps with elapsed seconds), test BLEU with
-the sacreBLEU signature, and one example translation.
+the sacreBLEU signature, and one example translation. With `--selection best` (the demo recipes' choice) it averages
+instead the checkpoints ending at the evaluation of best validation BLEU among those up to the step, as a run
+stopped there by its time budget would have done.
 """
 
 import argparse
@@ -21,7 +23,7 @@ from transformers import AutoTokenizer
 from transformers.trainer_utils import sort_checkpoints
 
 from modeling_vanilla import paper_generation_config
-from vanilla_training import preprocess  # the training/ folder, as installed
+from vanilla_training import checkpoints, preprocess  # the training/ folder, as installed
 from vanilla_training.average_checkpoints import average_checkpoints
 from vanilla_training.evaluation import corpus_bleu, translate
 
@@ -36,10 +38,24 @@ def checkpoints_up_to(run_dir: Path, step: int, count: int) -> list[str]:
     return found[-count:]
 
 
+def log_history(run_dir: Path) -> list[dict]:
+    """The log of the run, from its last checkpoint's trainer state."""
+    return json.loads((Path(sort_checkpoints(str(run_dir))[-1]) / "trainer_state.json").read_text())["log_history"]
+
+
+def best_window(run_dir: Path, step: int, count: int) -> list[str]:
+    """The `count` checkpoints ending at the evaluation of best validation BLEU at or before `step` (the first of
+    equal ones, as transformers' `metric_for_best_model` keeps it)."""
+    evaluations = [(e["step"], e["eval_bleu"]) for e in log_history(run_dir) if "eval_bleu" in e and e["step"] <= step]
+    if not evaluations:
+        raise ValueError(f"{run_dir} logged no validation BLEU up to step {step}")
+    best = max(evaluations, key=lambda evaluation: evaluation[1])[0]
+    return checkpoints.window(run_dir, count, last_step=best)
+
+
 def elapsed_seconds(run_dir: Path, step: int) -> float | None:
     """Training seconds up to `step`, interpolated from the `elapsed` stamps the run logged (None if absent)."""
-    state = json.loads((Path(sort_checkpoints(str(run_dir))[-1]) / "trainer_state.json").read_text())
-    stamps = [(entry["step"], entry["elapsed"]) for entry in state["log_history"] if "elapsed" in entry]
+    stamps = [(entry["step"], entry["elapsed"]) for entry in log_history(run_dir) if "elapsed" in entry]
     before = [stamp for stamp in stamps if stamp[0] <= step]
     return before[-1][1] if before else None
 
@@ -49,6 +65,9 @@ def main(argv: list[str] | None = None) -> str:
     parser.add_argument("run_dir", type=Path, help="the output folder of a run with --keep-checkpoints")
     parser.add_argument("--steps", required=True, help="comma-separated steps to evaluate at")
     parser.add_argument("--average-last", type=int, default=5, help="checkpoints averaged at each step")
+    parser.add_argument(
+        "--selection", choices=["last", "best"], default="last", help="average the last checkpoints or the best's"
+    )
     parser.add_argument("--pair", default="en-de", help="the built-in corpus whose test split is translated")
     parser.add_argument("--test-file", help="a JSONL test file instead (the layout training.train reads)")
     args = parser.parse_args(argv)
@@ -61,16 +80,23 @@ def main(argv: list[str] | None = None) -> str:
     sources, references = preprocess.sentences(test, source, target)
     rows = []
     for step in (int(step) for step in args.steps.split(",")):
-        model = average_checkpoints(checkpoints_up_to(args.run_dir, step, args.average_last))
+        chosen = checkpoints_up_to(args.run_dir, step, args.average_last)
+        if args.selection == "best":
+            chosen = best_window(args.run_dir, step, args.average_last)
+        model = average_checkpoints(chosen)
         model.generation_config = paper_generation_config(model.config)
         predictions = translate(model, tokenizer, sources)
         bleu = corpus_bleu(predictions, references)
         seconds = elapsed_seconds(args.run_dir, step)
         minutes = "-" if seconds is None else f"{seconds / 60:.1f}"
-        rows.append(f"| {step:,} | {minutes} | {bleu['score']:.2f} | {predictions[0]} |")
+        averaged = f"{Path(chosen[0]).name.split('-')[1]}-{Path(chosen[-1]).name.split('-')[1]}"
+        rows.append(f"| {step:,} | {minutes} | {averaged} | {bleu['score']:.2f} | {predictions[0]} |")
         print(rows[-1], flush=True)
-    header = f"Test BLEU ({len(sources)} sentences, beam 4, {bleu['signature']}), last {args.average_last} averaged"
-    columns = ["| step | training minutes | test BLEU | first test translation |", "| ---: | ---: | ---: | --- |"]
+    chosen_by = "the last" if args.selection == "last" else "those ending at the best validation BLEU,"
+    header = f"Test BLEU ({len(sources)} sentences, beam 4, {bleu['signature']}), "
+    header += f"{chosen_by} {args.average_last} averaged"
+    columns = ["| step | training minutes | checkpoints averaged | test BLEU | first test translation |"]
+    columns.append("| ---: | ---: | --- | ---: | --- |")
     table = [header, "", *columns, *rows]
     report = "\n".join(table)
     print(report)

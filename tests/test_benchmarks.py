@@ -177,8 +177,8 @@ def test_data_scaling_reports_every_stage_and_the_run_from_the_cache(tmp_path):
 def test_bleu_vs_time_decodes_the_test_set_from_the_checkpoints_of_one_run(tmp_path):
     files = write_toy_corpus(tmp_path, {"train": 200, "validation": 10, "test": 10})
     run = tmp_path / "run"
-    options = {"size": "tiny", "model_config": "{}", "max_steps": 20, "save_steps": 10, "eval_steps": 10,
-               "bleu_sentences": 0, "keep_checkpoints": True}  # fmt: skip
+    options = {"size": "tiny", "model_config": "{}", "max_steps": 20, "save_steps": 5, "eval_steps": 10,
+               "bleu_sentences": 5, "keep_checkpoints": True}  # fmt: skip
     training = [sys.executable, "-m", "training.train", *toy_run_args(files, run, **options)]
     subprocess.run(training, check=True, capture_output=True, timeout=400, cwd=BENCHMARKS.parent)
     done = run_script("bleu_vs_time.py", str(run), "--steps", "10,20", "--average-last", "2", "--test-file",
@@ -186,8 +186,17 @@ def test_bleu_vs_time_decodes_the_test_set_from_the_checkpoints_of_one_run(tmp_p
     assert done.returncode == 0, done.stderr[-3000:]
     rows = [line for line in done.stdout.splitlines() if line.startswith("| 10 |") or line.startswith("| 20 |")]
     assert len(rows) == 4  # printed as they come, then in the table
-    missing = run_script("bleu_vs_time.py", str(run), "--steps", "15", "--test-file", str(files["test"]))
-    assert missing.returncode != 0 and "holds no checkpoint-15" in missing.stderr
+    missing = run_script("bleu_vs_time.py", str(run), "--steps", "17", "--test-file", str(files["test"]))
+    assert missing.returncode != 0 and "holds no checkpoint-17" in missing.stderr
+    # --selection best: at each step, the checkpoints ending at the best validation BLEU logged up to it
+    best = run_script("bleu_vs_time.py", str(run), "--steps", "10,20", "--average-last", "2", "--selection", "best",
+                      "--test-file", str(files["test"]))  # fmt: skip
+    assert best.returncode == 0, best.stderr[-3000:]
+    state = json.loads((run / "checkpoint-20" / "trainer_state.json").read_text())
+    bleu = {entry["step"]: entry["eval_bleu"] for entry in state["log_history"] if "eval_bleu" in entry}
+    best_step = 10 if bleu[10] >= bleu[20] else 20
+    assert "| 10 | " in best.stdout and "| 5-10 |" in best.stdout.split("| 20 |")[0]
+    assert f"| {best_step - 5}-{best_step} |" in best.stdout.split("| 20 |", 1)[1]
 
 
 def test_bleu_vs_marian_refuses_a_run_of_ours_with_another_recipe(tmp_path):

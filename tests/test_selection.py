@@ -161,3 +161,15 @@ def test_a_sentence_over_the_translation_budget_is_translated_alone(monkeypatch)
     sentences = [" ".join(["5"] * 3)] * 20 + [" ".join(["7"] * 30)]
     assert evaluation.translate(Recorder(), Tokenizer(), sentences, max_tokens=20, progress=False) == sentences
     assert sorted(batches)[-1] == 30 and all(size <= 20 for size in sorted(batches)[:-1])  # the 30 goes alone
+
+
+def test_report_to_reaches_the_trainer_and_training_attention_follows_the_precision(monkeypatch):
+    args = parse_args(["--output-dir", "unused", "--report-to", "tensorboard,wandb"])
+    run = train.run_recipe(args)
+    assert train.training_arguments(args, run, d_model=128, sentences_per_batch=8).report_to == ["tensorboard", "wandb"]
+    args = parse_args(["--output-dir", "unused"])
+    assert train.training_arguments(args, run, d_model=128, sentences_per_batch=8).report_to == []  # "none"
+    monkeypatch.setattr(train.torch.cuda, "is_available", lambda: False)
+    assert (train.training_attention("bf16"), train.training_attention("fp32")) == ("eager", None)
+    monkeypatch.setattr(train.torch.cuda, "is_available", lambda: True)
+    assert train.training_attention("bf16") is None  # on a GPU the fused kernels are fast in bf16

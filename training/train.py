@@ -255,7 +255,7 @@ def model_config(args: argparse.Namespace, run: recipe.Recipe) -> PreTrainedConf
     if args.model_name_or_path:
         return AutoConfig.from_pretrained(args.model_name_or_path)
     dropout = {} if run.dropout is None else {"dropout": run.dropout}
-    return VanillaConfig.from_preset(run.size, vocab_size=run.vocab_size, **dropout, **args.model_config)
+    return VanillaConfig.from_preset(run.size, **{"vocab_size": run.vocab_size, **dropout, **args.model_config})
 
 
 def load_or_train_tokenizer(
