@@ -76,7 +76,7 @@ def run_options(**options) -> list[str]:
 @pytest.mark.parametrize(
     ("options", "message"),
     [
-        ({"patience": 2}, "patience .* needs selection 'best'"),
+        ({"patience": 2, "selection": "last"}, "patience .* needs selection 'best'"),
         ({"selection": "best", "save_steps": 30, "eval_steps": 500}, r"save_steps \(30\) must divide eval_steps"),
         ({"label_smoothing": 1.5}, r"label_smoothing must lie in \[0, 1\)"),
         ({"max_tokens": 0}, "max_tokens must be positive"),
