@@ -548,6 +548,20 @@ def size_list(text: str) -> list[str]:
     return sizes
 
 
+def choice_list(choices: Sequence[str], what: str) -> Callable[[str], list[str]]:
+    """An argparse type for a comma-separated list of `choices`, e.g. "dynamic,static"; `what` names them in the
+    error ("cache mode")."""
+
+    def parse(text: str) -> list[str]:
+        names = [name.strip() for name in text.split(",") if name.strip()]
+        unknown = [name for name in names if name not in choices]
+        if unknown or not names:
+            raise argparse.ArgumentTypeError(f"unknown {what}(s) {unknown or [text]}; choose from {list(choices)}")
+        return names
+
+    return parse
+
+
 def int_list(text: str) -> list[int]:
     """The positive integers of a comma-separated option, e.g. "1,32"."""
     try:

@@ -43,15 +43,6 @@ SYSTEMS = {systems.SYSTEM_NAMES[name]: {"system": name} for name in ("ours", "ma
 CACHES = ("dynamic", "static", "static+compile")
 
 
-def cache_list(text: str) -> list[str]:
-    """The cache modes of a comma-separated `--caches`, of `CACHES`."""
-    caches = [cache.strip() for cache in text.split(",") if cache.strip()]
-    unknown = [cache for cache in caches if cache not in CACHES]
-    if unknown or not caches:
-        raise argparse.ArgumentTypeError(f"unknown cache mode(s) {unknown or [text]}; choose from {list(CACHES)}")
-    return caches
-
-
 def cache_options(cache: str) -> dict[str, Any]:
     """Generation options of a cache mode: none for "dynamic", a static cache, and for "static+compile" a compile
     configuration that transformers also applies on the CPU (by default it compiles on accelerators only)."""
@@ -151,7 +142,10 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--new-tokens", type=int, default=32, help="tokens generated per sentence")
     parser.add_argument("--attn", default="sdpa", choices=("sdpa", "eager"), help="attention implementation")
     parser.add_argument(
-        "--caches", type=cache_list, default="dynamic", help=f"comma-separated cache modes, of {list(CACHES)}"
+        "--caches",
+        type=common.choice_list(CACHES, "cache mode"),
+        default="dynamic",
+        help=f"comma-separated cache modes, of {list(CACHES)}",
     )
     parser.add_argument("--warmup", type=int, default=1, help="untimed generate calls per process")
     parser.add_argument("--repeats", type=int, default=3, help="timed generate calls per process")

@@ -219,7 +219,7 @@ def measured(measurements: dict[str, Any] | None, task: dict[str, Any], system: 
         return None
     match = {"system": system, "size": task["size"], "batch_size": task["batch_size"]}
     if task["workload"] == "train":
-        match |= {"source_length": task["source_length"], "target_length": task["target_length"]}
+        match |= {"source_length": task["source_length"], "target_length": task["target_length"], "mode": "eager"}
     else:
         match |= {"beams": task["beams"], "source_length": task["source_length"], "new_tokens": task["target_length"]}
     values = [r["tokens_per_second"] for r in common.select(measurements["results"], **match) if "error" not in r]

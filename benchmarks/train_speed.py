@@ -8,13 +8,18 @@ that builds one model, runs `--warmup` untimed steps and `--steps` timed ones; t
 ...) over `--rounds` rounds, each round opened by a fp32 matmul peak measurement. Before the rounds, one process per
 size checks that the three systems, given one set of weights, compute the same logits.
 
-Reported per size and system: target tokens per second (median, min, max over rounds), peak RSS of the process
+`--modes eager,compiled` measures each system also under `torch.compile` (what `TrainingArguments(torch_compile=True)`
+and `vanilla-train --torch-compile` do): the compiled model's first steps compile it, so `--warmup` must cover them
+(one shape: one compilation).
+
+Reported per size, mode and system: target tokens per second (median, min, max over rounds), peak RSS of the process
 and its increase over the RSS after building the model (gradients, Adam state, activations), model FLOP/s and MFU
 (the FLOP formula is in common.py); and ratios ours/Marian and ours/nn.Transformer of tokens per second (> 1: ours
 is faster) and of the memory increase (< 1: ours uses less).
 
     python benchmarks/train_speed.py                                     # small and base, 5 rounds
     python benchmarks/train_speed.py --sizes base --json runs/train_speed.json
+    python benchmarks/train_speed.py --sizes demo,base --modes eager,compiled    # torch.compile against eager
     OMP_NUM_THREADS=1 python benchmarks/train_speed.py --sizes tiny --rounds 2 --steps 2 --peak-size 512  # smoke
 """
 
@@ -31,6 +36,7 @@ from modeling_vanilla import VanillaConfig
 from vanilla_training import recipe  # the training/ folder, as installed
 
 SYSTEMS = {systems.SYSTEM_NAMES[name]: {"system": name} for name in ("ours", "marian", "torch")}
+MODES = ("eager", "compiled")
 PAIRS = [("ours", "MarianMTModel"), ("ours", "nn.Transformer")]
 
 
@@ -60,6 +66,8 @@ def measure_training(task: dict[str, Any]) -> dict[str, Any]:
     """Worker: tokens per second, step seconds and memory of training steps of one system."""
     config = VanillaConfig.from_preset(task["size"], vocab_size=task["vocab_size"])
     model = systems.build_model(task["system"], config, task["attn"], task["device"]).train()
+    if task["mode"] == "compiled":
+        model = torch.compile(model)
     step, losses = training_step(model, config, task), []
     with common.memory_probe(task["device"]) as memory:
         seconds = common.timed(lambda: losses.append(step()), task["warmup"], task["steps"])
@@ -87,7 +95,7 @@ def add_training_arguments(parser: argparse.ArgumentParser, batch_size: int, war
 def training_task(args: argparse.Namespace) -> dict[str, Any]:
     """The task fields of a training measurement, from `add_training_arguments`' flags."""
     fields = ("batch_size", "source_length", "target_length", "warmup", "steps")
-    return {"kind": "train", **{name: getattr(args, name) for name in fields}}
+    return {"kind": "train", "mode": "eager", **{name: getattr(args, name) for name in fields}}
 
 
 def parse_args() -> argparse.Namespace:
@@ -96,6 +104,12 @@ def parse_args() -> argparse.Namespace:
     common.add_peak_argument(parser)
     add_training_arguments(parser, batch_size=32, warmup=2, steps=5)
     parser.add_argument("--attn", default="sdpa", choices=("sdpa", "eager"), help="ours' and Marian's attention")
+    parser.add_argument(
+        "--modes",
+        type=common.choice_list(MODES, "mode"),
+        default="eager",
+        help="comma-separated: eager, compiled (torch.compile of each system)",
+    )
     return parser.parse_args()
 
 
@@ -105,7 +119,7 @@ def main() -> None:
     shared = {"vocab_size": args.vocab_size, "attn": args.attn}
     plan = common.Plan(
         script=__file__,
-        groups=[{"size": size} for size in args.sizes],
+        groups=[{"size": size, "mode": mode} for size in args.sizes for mode in args.modes],
         systems=SYSTEMS,
         settings={**training_task(args), "device": "cpu", "dtype": "float32", **shared},
         fields=common.THROUGHPUT_FIELDS,
@@ -117,10 +131,10 @@ def main() -> None:
     setup = (
         f"Training step (forward + backward + Adam), batch {args.batch_size} x {args.source_length} source + "
         f"{args.target_length} target tokens, vocabulary {args.vocab_size}, attention {args.attn} (nn.Transformer: "
-        f"its own), {args.warmup} warm-up + {args.steps} timed steps per process, {args.rounds} rounds; "
-        + common.describe_sizes(args.sizes)
+        f"its own), {', '.join(args.modes)}, {args.warmup} warm-up + {args.steps} timed steps per process, "
+        f"{args.rounds} rounds; " + common.describe_sizes(args.sizes)
     )
-    tables = common.throughput_tables(outcome.summary, {"size": "size"}, columns, PAIRS)
+    tables = common.throughput_tables(outcome.summary, {"size": "size", "mode": "mode"}, columns, PAIRS)
     common.publish(args, outcome, [setup, *tables])
 
 

@@ -150,6 +150,7 @@ def test_qkv_fusion_refuses_a_fused_variant_that_computes_something_else(monkeyp
         ("train_speed.py", ["--sizes", "tiny,huge"], "unknown size(s) ['huge']; choose from"),
         ("generate_speed.py", ["--batch-sizes", "1,0"], "expected comma-separated positive integers, got '1,0'"),
         ("generate_speed.py", ["--caches", "static,paged"], "unknown cache mode(s) ['paged']; choose from"),
+        ("train_speed.py", ["--modes", "eager,jit"], "unknown mode(s) ['jit']; choose from ['eager', 'compiled']"),
         ("length_scaling.py", ["--bogus"], "unrecognized arguments: --bogus"),
     ],
 )

@@ -114,8 +114,8 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
         "--max-tokens",
         type=positive,
         metavar="N",
-        default=1024,
-        help="source tokens per batch, padding included (default: 1024, as training's test BLEU; a longer "
+        default=4096,
+        help="source tokens per batch, padding included (default: 4096, as training's test BLEU; a longer "
         "sentence goes alone)",
     )
 
