@@ -2,11 +2,15 @@
 
     python benchmarks/bf16_training.py                      # 3 rounds of 300 loop steps, the bare step in between
     python benchmarks/bf16_training.py --steps 60 --rounds 1 --bare-steps 4   # smoke
+    python benchmarks/bf16_training.py --dropout 0.1                        # the same with dropout 0.1
 
 Loop: `training.train` with the demo recipe (real data, token-budget batches, the recipe's checkpoints) for `--steps`
 steps (one evaluation, of the loss, at the end), one fresh process per run, the variants alternating over `--rounds`
 rounds; seconds per step from the Trainer's `train_runtime`. The variants: each precision as the main job runs (bf16
 with eager attention), and each without checkpoints (`--save-steps` past the run), which shows what saving costs.
+
+`--dropout` sets the model's dropout in both (default: the demo recipe's, 0): dropout's random masks cost as much in
+bf16 as in fp32, so it narrows bf16's lead.
 
 Bare step: forward, label-smoothed loss, backward and Adam of the demo model, alternating in one process between fp32
 with sdpa attention (the model's default), bf16 autocast with sdpa, and bf16 autocast with eager attention (what
@@ -36,9 +40,10 @@ from vanilla_training.batching import TokenBudgetBatchSampler
 DEMO = recipe.RECIPES["demo"]
 
 
-def loop_seconds_per_step(precision: str, steps: int, save: bool, output_dir: Path) -> float:
+def loop_seconds_per_step(precision: str, steps: int, save: bool, dropout: float, output_dir: Path) -> float:
     """Seconds per step of `training.train --preset demo` for `steps` steps in a fresh process."""
     command = [sys.executable, "-m", "vanilla_training.train", "--preset", "demo", "--output-dir", str(output_dir)]
+    command += ["--dropout", str(dropout)]
     command += ["--max-steps", str(steps), "--eval-steps", str(steps), "--max-train-minutes", "0"]
     command += ["--precision", precision, "--test-limit", "1", "--show", "0", "--bleu-sentences", "0"]
     command += [] if save else ["--save-steps", str(steps)]
@@ -65,9 +70,9 @@ def demo_batches(steps: int) -> list[tuple[int, int, int]]:
 BARE = {"fp32": ("fp32", "sdpa"), "bf16, sdpa": ("bf16", "sdpa"), "bf16, eager": ("bf16", "eager")}
 
 
-def bare_milliseconds(shapes: list[tuple[int, int, int]]) -> dict[str, float]:
+def bare_milliseconds(shapes: list[tuple[int, int, int]], dropout: float) -> dict[str, float]:
     """Median step milliseconds of the demo model in each variant of `BARE`, alternating on `shapes`."""
-    config = VanillaConfig.from_preset("demo", vocab_size=DEMO.vocab_size)
+    config = VanillaConfig.from_preset("demo", vocab_size=DEMO.vocab_size, dropout=dropout)
     smoother = LabelSmoother(DEMO.label_smoothing)
     systems = {}
     for name, (precision, attention) in BARE.items():
@@ -102,6 +107,8 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=300, help="training steps of each loop run")
     parser.add_argument("--rounds", type=int, default=3, help="rounds of loop runs (each variant once a round)")
     parser.add_argument("--bare-steps", type=int, default=40, help="bare steps per precision and shape set")
+    default_dropout = VanillaConfig.from_preset(DEMO.size).dropout if DEMO.dropout is None else DEMO.dropout
+    parser.add_argument("--dropout", type=float, default=default_dropout, help="the model's dropout (default: demo's)")
     args = parser.parse_args()
     variants = {"fp32": ("fp32", True), "bf16": ("bf16", True), "fp32, no checkpoints": ("fp32", False)}
     variants["bf16, no checkpoints"] = ("bf16", False)
@@ -112,12 +119,12 @@ def main() -> None:
         for round_ in range(args.rounds):
             for name, (precision, save) in variants.items():
                 output = Path(scratch) / f"{round_}-{precision}-{save}"
-                loop[name].append(1e3 * loop_seconds_per_step(precision, args.steps, save, output))
+                loop[name].append(1e3 * loop_seconds_per_step(precision, args.steps, save, args.dropout, output))
                 print(f"round {round_ + 1}: {name} {loop[name][-1]:.1f} ms a step", file=sys.stderr, flush=True)
             for name, batches in (("loop shapes", shapes), ("fixed 64 x 32", [(64, 32, 32)] * args.bare_steps)):
-                bare[name].append(bare_milliseconds(batches))
+                bare[name].append(bare_milliseconds(batches, args.dropout))
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, CPU capability "
-          f"{torch.backends.cpu.get_cpu_capability()}; {args.rounds} rounds")  # fmt: skip
+          f"{torch.backends.cpu.get_cpu_capability()}; {args.rounds} rounds; dropout {args.dropout}")  # fmt: skip
     print("\n| measurement | median | min | max | speed-up over fp32 | unit |\n|---|---:|---:|---:|---:|---|")
     for checkpoints in ("", ", no checkpoints"):
         reference = statistics.median(loop[f"fp32{checkpoints}"])

@@ -6,7 +6,8 @@ recipe, steps and seed, and print the test BLEU of both (with the sacreBLEU sign
     python benchmarks/bleu_vs_marian.py --ours-run runs/demo  # ours from a finished run of the same recipe
 
 Both models train the same number of steps: the recipe's (its time budget, `--max-train-minutes`, is turned off),
-or with `--ours-run` the steps that run trained (where the demo's 10-minute budget ended it, Marian trains as many).
+or with `--ours-run` the steps that run trained (where the demo's 10-minute budget ended it, Marian trains as many)
+in the precision it trained in.
 
 MarianMTModel is configured as the same architecture: post-LN, ReLU, embeddings scaled by sqrt(d_model), one
 shared vocabulary tied three ways, sinusoidal positions (Marian's sin-then-cos layout), same special tokens.
@@ -67,7 +68,8 @@ def main() -> None:
     if args.ours_run:
         ours_dir = args.ours_run
         results["vanilla"] = finished_run(ours_dir, {"preset": args.preset, "pair": args.pair, "seed": args.seed})
-        common += ["--max-steps", str(results["vanilla"]["steps"]), "--max-train-minutes", "0"]
+        steps, precision = str(results["vanilla"]["steps"]), results["vanilla"]["precision"]
+        common += ["--max-steps", steps, "--max-train-minutes", "0", "--precision", precision]
     else:
         ours_dir = root / "vanilla"
         steps = args.max_steps or RECIPES[args.preset].max_steps

@@ -367,7 +367,7 @@ def training_arguments(
         save_total_limit=None if args.keep_checkpoints else run.average_last,
         metric_for_best_model=None if run.selection == "last" else "bleu" if run.bleu_sentences else "loss",
         greater_is_better=bool(run.bleu_sentences),
-        logging_steps=max(1, run.eval_steps // 5),
+        logging_steps=max(1, min(100, run.eval_steps // 5)),  # points enough for the plot of a short run
         report_to=args.report_to.split(","),
         seed=args.seed,
         ddp_find_unused_parameters=False,
