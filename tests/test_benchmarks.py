@@ -46,8 +46,23 @@ def test_train_speed(tmp_path):
     payload, stdout = run_tiny("train_speed.py", tmp_path / "train.json", "--peak-size", "128", *options)
     assert measured_systems(payload) == [["ours", "MarianMTModel", "nn.Transformer"]]
     assert payload["peak"]["dtype"] == "float32"
-    assert "| size | system | target tok/s (median) | min | max | step ms | peak RSS MiB |" in stdout
-    assert "| tiny | ours / nn.Transformer |" in stdout
+    assert "| size | mode | system | target tok/s (median) | min | max | step ms | peak RSS MiB |" in stdout
+    assert "| tiny | eager | ours / nn.Transformer |" in stdout
+
+
+def test_train_speed_compiled_mode_compiles_the_system_and_eager_mode_does_not(monkeypatch):
+    """`--modes compiled` wraps each system in `torch.compile` (here a recorder, so that nothing compiles)."""
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    import train_speed
+
+    compiled = []
+    monkeypatch.setattr(torch, "compile", lambda model: compiled.append(type(model).__name__) or model)
+    task = {"size": "tiny", "vocab_size": 40, "attn": "sdpa", "device": "cpu", "dtype": "float32", "system": "ours"}
+    task |= {"kind": "train", "batch_size": 2, "source_length": 4, "target_length": 4, "warmup": 0, "steps": 1}
+    assert train_speed.measure_training({**task, "mode": "eager"})["seconds"] > 0
+    assert compiled == []
+    assert train_speed.measure_training({**task, "mode": "compiled"})["seconds"] > 0
+    assert compiled == ["VanillaForConditionalGeneration"]
 
 
 def test_generate_speed_checks_identical_tokens(tmp_path):
