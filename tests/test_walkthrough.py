@@ -8,6 +8,7 @@ key/value cache grows linearly with the generated length (the decoder's sequenti
 import ast
 import math
 import re
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -117,7 +118,8 @@ def test_the_positional_encoding_picture_is_made_by_a_command(tmp_path, capsys):
 
 CODE_REFERENCE = re.compile(r"`([\w./-]+\.(?:py|md|png|json))(?:::([\w.]+))?`")
 LINK = re.compile(r"\]\(([^)\s#]+)(?:#[^)]*)?\)")
-COMMAND = re.compile(r"python -m ((?:training|modeling_vanilla)\.\w+)")
+COMMAND = re.compile(r"python -m ((?:training|modeling_vanilla)\.\w+)|`(vanilla-[\w-]+)")
+CONSOLE_SCRIPTS = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
 
 
 def defines(path: Path, symbol: str) -> bool:
@@ -144,13 +146,17 @@ def defines(path: Path, symbol: str) -> bool:
 
 def unresolved(text: str, link_base: Path) -> list[str]:
     """The references of `text` that do not resolve: code paths (and their symbols) from the repository root,
-    relative links from `link_base`, `python -m` modules of this repository."""
+    relative links from `link_base`, `python -m` modules of this repository and its console scripts."""
     missing = []
     for path, symbol in CODE_REFERENCE.findall(text):
         if not (ROOT / path).is_file() or (symbol and not defines(ROOT / path, symbol)):
             missing.append(f"{path}::{symbol}" if symbol else path)
     missing += [link for link in LINK.findall(text) if "://" not in link and not (link_base / link).exists()]
-    missing += [module for module in COMMAND.findall(text) if not (ROOT / (module.replace(".", "/") + ".py")).is_file()]
+    for module, script in COMMAND.findall(text):
+        if module and not (ROOT / (module.replace(".", "/") + ".py")).is_file():
+            missing.append(module)
+        if script and script not in CONSOLE_SCRIPTS:
+            missing.append(script)
     return missing
 
 
@@ -173,7 +179,8 @@ def test_the_reference_checker_notices_what_is_missing():
     assert defines(Path(__file__), "offset_matrix") and defines(ROOT / model_file, "VanillaAttention.forward")
     text = (
         f"`{model_file}::VanillaAttention` `{model_file}::VanillaAttention.nope` `{model_file}::nothing` `no/file.py` "
-        "[ok](README.md) [missing](images/none.png) `python -m training.show_attention` `python -m training.nope`"
+        "[ok](README.md) [missing](images/none.png) `python -m training.show_attention` `python -m training.nope` "
+        "`vanilla-translate model` `vanilla-nope model`"
     )
     assert unresolved(text, ROOT) == [
         f"{model_file}::VanillaAttention.nope",
@@ -181,4 +188,5 @@ def test_the_reference_checker_notices_what_is_missing():
         "no/file.py",
         "images/none.png",
         "training.nope",
+        "vanilla-nope",
     ]
