@@ -19,4 +19,3 @@ def test_a_test_with_a_module_fixture_is_tagged_with_its_modules_group(request, 
         f"{request.node.nodeid} carries no xdist group: --dist loadgroup will split the module's tests over the "
         "workers and build its module-scoped fixtures on each (pytest-xdist cannot tag ids under this pytest)"
     )
-
