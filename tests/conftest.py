@@ -23,8 +23,10 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """The suite runs on two pytest-xdist workers (`-n 2 --dist loadgroup`, in pyproject.toml): tests are handed out
     one by one, except that the tests of a module sharing a module-scoped fixture (a built wheel, a trained model)
-    form one group that runs on one worker, so that the fixture is built once. `-n 0` runs everything in order."""
+    form one group that runs on one worker, so that the fixture is built once. The groups go first: each is one
+    long unit that cannot be split, and one left for the end would keep a worker busy while the other idles."""
     for item in items:
         fixtures = getattr(item, "_fixtureinfo", None)
         if fixtures and any(defs[-1].scope == "module" for defs in fixtures.name2fixturedefs.values()):
             item.add_marker(pytest.mark.xdist_group(item.module.__name__))
+    items.sort(key=lambda item: item.get_closest_marker("xdist_group") is None)
