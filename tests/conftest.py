@@ -1,4 +1,4 @@
-"""Shared pytest setup: markers, and a private, offline Hugging Face home.
+"""Shared pytest setup: markers, a private, offline Hugging Face home and a private inductor cache.
 
 The environment is set when this file is imported, before any test imports huggingface_hub (which reads it once),
 so that nothing a test does reads or writes the user's cache or reaches the network.
@@ -12,6 +12,9 @@ import pytest
 os.environ["HF_HOME"] = tempfile.mkdtemp(prefix="vanilla-tests-hf-home-")
 os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["HF_HUB_DISABLE_TELEMETRY"] = "1"
+# Each pytest-xdist worker compiles (torch.compile) into its own inductor cache: the workers compile the same tiny
+# graphs at the same time, and nothing they share can be half-written by the other.
+os.environ["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp(prefix="vanilla-tests-inductor-")
 
 
 def pytest_configure(config: pytest.Config) -> None:

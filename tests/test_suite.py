@@ -19,3 +19,13 @@ def test_a_test_with_a_module_fixture_is_tagged_with_its_modules_group(request, 
         f"{request.node.nodeid} carries no xdist group: --dist loadgroup will split the module's tests over the "
         "workers and build its module-scoped fixtures on each (pytest-xdist cannot tag ids under this pytest)"
     )
+
+
+def test_a_hanging_test_is_stopped_by_pytest_timeout(request):
+    assert request.config.pluginmanager.hasplugin("timeout"), "pytest-timeout is not installed (the dev extra)"
+    assert float(request.config.getini("timeout")) > 0, "no per-test timeout: a hanging test would hold CI"
+
+
+def test_each_worker_compiles_into_its_own_inductor_cache():
+    cache = os.environ.get("TORCHINDUCTOR_CACHE_DIR", "")
+    assert os.path.basename(cache).startswith("vanilla-tests-inductor-"), cache
