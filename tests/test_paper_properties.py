@@ -122,7 +122,8 @@ def test_initialisation_draws_each_weight_as_its_docstring_says(init_std):
         else:
             assert linear.weight.std().item() == pytest.approx(init_std, rel=0.15)
         assert not linear.bias.any()
-    assert VanillaConfig.from_preset("base").init_std is None and VanillaConfig.from_preset("demo").init_std == 0.02
+    assert VanillaConfig.from_preset("base").init_std is None
+    assert VanillaConfig.from_preset("demo").init_std == VanillaConfig.from_preset("small").init_std == 0.02
 
 
 def test_three_way_weight_tying_is_one_parameter():
