@@ -279,7 +279,11 @@ def test_a_time_budget_ends_training_at_the_step_it_runs_out_with_a_checkpoint(t
     results = main(toy_run_args(files, run, **budget))  # 60 microseconds: over after the first step
     assert results["steps"] == 1 and results["recipe"]["max_steps"] == 150
     assert [path.name for path in run.glob("checkpoint-*")] == ["checkpoint-1"]  # saved where it stopped
-    assert "training ended at step 1 of 150: the time budget of 1e-06 minutes" in capsys.readouterr().out
+    printed = capsys.readouterr()
+    assert "training ended at step 1 of 150: the time budget of 1e-06 minutes" in printed.out
+    # its progress bar counts the budget's minutes, not the 150 steps the budget cut short
+    assert re.search(r"training: 100%\|.*\| [0-9.]+/1e-06 min, step 1$", printed.err, re.MULTILINE)
+    assert "/150 [" not in printed.err
     card = (run / "final" / "README.md").read_text()
     assert "1 steps (of 150; the 1e-06-minute training budget ended the run)" in card
     logged = [entry for entry in results["log_history"] if "loss" in entry or "eval_loss" in entry]
@@ -287,6 +291,7 @@ def test_a_time_budget_ends_training_at_the_step_it_runs_out_with_a_checkpoint(t
     no_limit = {**budget, "max_train_minutes": 0, "max_steps": 3, "eval_steps": 1}
     unlimited = main(toy_run_args(files, tmp_path / "unlimited", **no_limit))
     assert unlimited["steps"] == 3
+    assert "| 3/3 [" in capsys.readouterr().err  # without a budget, transformers' bar of steps
 
 
 # A run of the tiny model whose numbers can be recomputed: no dropout, float32.

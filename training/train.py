@@ -34,6 +34,7 @@ from transformers import (
     PreTrainedConfig,
     PreTrainedModel,
     PreTrainedTokenizerBase,
+    ProgressCallback,
     Seq2SeqTrainingArguments,
     set_seed,
 )
@@ -47,7 +48,7 @@ from .batching import TokenBudgetBatchSampler
 from .card import environment, render_card
 from .evaluation import corpus_bleu, corpus_chrf, translate
 from .plot import plot_training
-from .trainer import PatienceCallback, TrainingTimeBudget, TranslationTrainer
+from .trainer import PatienceCallback, TimeBudgetProgress, TrainingTimeBudget, TranslationTrainer
 
 ModelFactory = Callable[[VanillaConfig], PreTrainedModel]
 
@@ -391,9 +392,10 @@ def build_trainer(
     batches = TokenBudgetBatchSampler(preprocess.lengths(train_set), run.max_tokens, seed=args.seed)
     training_args = training_arguments(args, run, model.config.d_model, round(len(train_set) / len(batches)))
     bleu_sources, bleu_references = preprocess.sentences(validation_split, *languages(args))
-    callbacks = [TrainingTimeBudget(run.max_train_minutes * 60)] if run.max_train_minutes else []
+    budget = TrainingTimeBudget(run.max_train_minutes * 60) if run.max_train_minutes else None
+    callbacks = [budget] if budget else []
     callbacks += [PatienceCallback(run.patience)] if run.patience else []
-    return TranslationTrainer(
+    trainer = TranslationTrainer(
         model=model,
         args=training_args,
         train_dataset=train_set,
@@ -405,6 +407,9 @@ def build_trainer(
         bleu_references=bleu_references[: run.bleu_sentences],
         callbacks=callbacks,
     )
+    if budget and trainer.pop_callback(ProgressCallback):  # (absent where `disable_tqdm` holds)
+        trainer.add_callback(TimeBudgetProgress(budget))
+    return trainer
 
 
 def resume_point(args: argparse.Namespace) -> str | None:

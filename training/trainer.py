@@ -9,7 +9,8 @@ import datasets
 import torch
 from torch.optim.lr_scheduler import LambdaLR
 from torch.utils.data import DataLoader
-from transformers import EarlyStoppingCallback, Seq2SeqTrainer, TrainerCallback
+from tqdm.auto import tqdm
+from transformers import EarlyStoppingCallback, ProgressCallback, Seq2SeqTrainer, TrainerCallback
 
 from . import checkpoints
 from .batching import TokenBudgetBatchSampler
@@ -43,6 +44,28 @@ class TrainingTimeBudget(TrainerCallback):
             torch.distributed.broadcast(over, src=0)
         if over.item() and state.global_step < state.max_steps:  # at the last step the run ends anyway
             control.should_training_stop = control.should_log = control.should_evaluate = control.should_save = True
+
+
+class TimeBudgetProgress(ProgressCallback):
+    """transformers' progress bar, filled by the minutes of a `TrainingTimeBudget` rather than by steps: where the
+    budget ends the run, `max_steps` is only a bound, and a bar of it would promise hours (0% of 1,000,000 steps)."""
+
+    def __init__(self, budget: TrainingTimeBudget):
+        super().__init__()
+        self.budget = budget
+
+    def on_train_begin(self, args, state, control, **kwargs) -> None:
+        if state.is_world_process_zero:
+            minutes = self.budget.seconds / 60
+            bar = "{desc}: {percentage:3.0f}%|{bar}| {n:.1f}/{total:g} min{postfix}"  # postfix: ", step N"
+            self.training_bar = tqdm(total=minutes, desc="training", bar_format=bar, dynamic_ncols=True)
+
+    def on_step_end(self, args, state, control, **kwargs) -> None:
+        if state.is_world_process_zero:
+            bar = self.training_bar
+            minutes = min((time.perf_counter() - self.budget.started) / 60, bar.total)
+            bar.set_postfix_str(f"step {state.global_step:,}", refresh=False)
+            bar.update(minutes - bar.n)
 
 
 class PatienceCallback(EarlyStoppingCallback):
