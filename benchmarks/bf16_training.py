@@ -4,7 +4,7 @@
     python benchmarks/bf16_training.py --steps 60 --rounds 1 --bare-steps 4   # smoke
     python benchmarks/bf16_training.py --dropout 0.1                        # the same with dropout 0.1
 
-Loop: `training.train` with the demo recipe (real data, token-budget batches, the recipe's checkpoints) for `--steps`
+Loop: the training job with the demo recipe (real data, token-budget batches, the recipe's checkpoints) for `--steps`
 steps (one evaluation, of the loss, at the end), one fresh process per run, the variants alternating over `--rounds`
 rounds; seconds per step from the Trainer's `train_runtime`. The variants: each precision as the main job runs (bf16
 with eager attention), and each without checkpoints (`--save-steps` past the run), which shows what saving costs.
@@ -14,7 +14,7 @@ bf16 as in fp32, so it narrows bf16's lead.
 
 Bare step: forward, label-smoothed loss, backward and Adam of the demo model, alternating in one process between fp32
 with sdpa attention (the model's default), bf16 autocast with sdpa, and bf16 autocast with eager attention (what
-`training.train` uses for bf16 on a CPU), one model each, built from one seed, on the shapes of the loop's own
+`vanilla_training.train` uses for bf16 on a CPU), one model each, built from one seed, on the shapes of the loop's own
 batches (the token-budget batches of the same data, in their order) and on one fixed shape (64 x 32 tokens);
 median milliseconds.
 
@@ -34,14 +34,14 @@ import torch
 from transformers.trainer_pt_utils import LabelSmoother
 
 from modeling_vanilla import VanillaConfig, VanillaForConditionalGeneration
-from vanilla_training import preprocess, recipe  # the training/ folder, as installed
+from vanilla_training import preprocess, recipe
 from vanilla_training.batching import TokenBudgetBatchSampler
 
 DEMO = recipe.RECIPES["demo"]
 
 
 def loop_seconds_per_step(precision: str, steps: int, save: bool, dropout: float, output_dir: Path) -> float:
-    """Seconds per step of `training.train --preset demo` for `steps` steps in a fresh process."""
+    """Seconds per step of `vanilla_training.train --preset demo` for `steps` steps in a fresh process."""
     command = [sys.executable, "-m", "vanilla_training.train", "--preset", "demo", "--output-dir", str(output_dir)]
     command += ["--dropout", str(dropout)]
     command += ["--max-steps", str(steps), "--eval-steps", str(steps), "--max-train-minutes", "0"]

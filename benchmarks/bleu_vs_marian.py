@@ -11,8 +11,7 @@ in the precision it trained in.
 
 MarianMTModel is configured as the same architecture: post-LN, ReLU, embeddings scaled by sqrt(d_model), one
 shared vocabulary tied three ways, sinusoidal positions (Marian's sin-then-cos layout), same special tokens.
-What stays different is each implementation's own weight initialisation. (`marian_like` is in systems.py; the
-training code is `training/`, which the project installs as the package `vanilla_training`.)
+What stays different is each implementation's own weight initialisation. (`marian_like` is in systems.py.)
 """
 
 import argparse
@@ -26,11 +25,11 @@ from vanilla_training.train import main as train
 
 
 def finished_run(run_dir: Path, expected: dict) -> dict:
-    """The results of a finished `training.train` run of ours; SystemExit naming the first setting that differs
+    """The results of a finished `vanilla_training.train` run of ours; SystemExit naming the first setting that differs
     from `expected` (preset, pair, seed), since only the same recipe makes the comparison fair."""
     path = run_dir / "final" / "training_results.json"
     if not path.is_file():
-        raise SystemExit(f"--ours-run {run_dir}: no {path} (not a finished training.train run)")
+        raise SystemExit(f"--ours-run {run_dir}: no {path} (not a finished vanilla_training.train run)")
     results = json.loads(path.read_text())
     found = {
         "preset": results.get("preset"),
@@ -55,7 +54,7 @@ def main() -> None:
     parser.add_argument(
         "--ours-run",
         type=Path,
-        help="a finished training.train run folder of ours with the same preset, pair and seed (the README's main "
+        help="a finished run folder of ours with the same preset, pair and seed (the README's main "
         "job): its results and tokenizer are used instead of training ours again, and Marian trains its steps",
     )
     args = parser.parse_args()

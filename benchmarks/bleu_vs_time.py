@@ -1,12 +1,12 @@
 """Test BLEU against training time: what waiting longer gives, from one long run of a recipe.
 
-    python -m training.train --preset demo --output-dir runs/long --max-steps 12000 --max-train-minutes 0 \\
+    python -m vanilla_training.train --preset demo --output-dir runs/long --max-steps 12000 --max-train-minutes 0 \\
         --keep-checkpoints
     python benchmarks/bleu_vs_time.py runs/long --steps 2400,6000,12000
 
 The paper's schedule (equation 3) does not depend on the run's length, and the data order is the same, so the
 checkpoints of one long run at step N are those a run of `--max-steps N` would have saved. At each step of `--steps`,
-this script averages the last `--average-last` checkpoints up to it (as `training.train` does at the end of a run),
+this script averages the last `--average-last` checkpoints up to it (as training does at the end of a run),
 translates the test set with the paper's decoding (beam 4, length penalty 0.6) and prints a markdown table: step,
 the training time up to it (read from the run's log, which the Trainer stamps with elapsed seconds), test BLEU with
 the sacreBLEU signature, and one example translation. With `--selection best` (the demo recipes' choice) it averages
@@ -23,7 +23,7 @@ from transformers import AutoTokenizer
 from transformers.trainer_utils import sort_checkpoints
 
 from modeling_vanilla import paper_generation_config
-from vanilla_training import checkpoints, preprocess  # the training/ folder, as installed
+from vanilla_training import checkpoints, preprocess
 from vanilla_training.average_checkpoints import average_checkpoints
 from vanilla_training.evaluation import corpus_bleu, translate
 
@@ -69,7 +69,7 @@ def main(argv: list[str] | None = None) -> str:
         "--selection", choices=["last", "best"], default="last", help="average the last checkpoints or the best's"
     )
     parser.add_argument("--pair", default="en-de", help="the built-in corpus whose test split is translated")
-    parser.add_argument("--test-file", help="a JSONL test file instead (the layout training.train reads)")
+    parser.add_argument("--test-file", help="a JSONL test file instead (the layout vanilla_training.train reads)")
     args = parser.parse_args(argv)
     tokenizer = AutoTokenizer.from_pretrained(args.run_dir)
     source, target = args.pair.split("-")

@@ -1,4 +1,4 @@
-"""Data preparation against corpus size: wall time and peak memory of each stage of `training.train` for synthetic
+"""Data preparation against corpus size: wall time and peak memory of each stage of training for synthetic
 corpora of 10k, 100k, 1M and 4.5M sentence pairs (WMT14 En-De has 4.5M), a fit of time against size, and a second
 run that reads the caches of the first.
 
@@ -9,7 +9,7 @@ A corpus is generated on the fly: word-like tokens (syllables) drawn with Zipf f
 vocabulary, 3 to 40 words a sentence (20 on average), each word with a fixed "translation" of another spelling; it is
 written as the JSONL files users pass with `--train-file` (plus 2,000 validation pairs). Each size runs twice, each
 time in a fresh process, with one private datasets cache: the first run computes everything, the second reads back
-the Arrow files, the tokenizer and the token ids. Stages, as `training.train` runs them: load (JSONL to Arrow),
+the Arrow files, the tokenizer and the token ids. Stages, as `vanilla_training.train` runs them: load (JSONL to Arrow),
 tokenizer (joint BPE on at most `--tokenizer-sample` pairs), tokenization (`datasets.map`), batching (token budgets),
 and first step (the demo model and the Trainer built and one training step begun). For each stage: seconds and the
 peak resident memory of the process during it (the high-water mark is reset before each stage).
@@ -58,10 +58,10 @@ def write_corpus(path: Path, pairs: int, seed: int, chunk: int = 100_000) -> Non
 
 
 def measure_stages(task: dict[str, Any]) -> dict[str, Any]:
-    """Worker: the stages of one run of `training.train` on the task's corpus; seconds and peak RSS of each."""
+    """Worker: the stages of one run of `vanilla_training.train` on the task's corpus; seconds and peak RSS of each."""
     from transformers import TrainerCallback
 
-    from vanilla_training import preprocess, train  # the training/ folder, as installed
+    from vanilla_training import preprocess, train
     from vanilla_training.batching import TokenBudgetBatchSampler
 
     args = train.parse_args(task["argv"])

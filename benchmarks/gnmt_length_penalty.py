@@ -15,8 +15,6 @@ import time
 
 from modeling_vanilla import paper_generation_config
 from modeling_vanilla.gnmt_beam_search import gnmt_beam_search
-
-# `training/` installs as `vanilla_training` (pyproject.toml), importable when this script runs from benchmarks/.
 from vanilla_training.data import load_corpus
 from vanilla_training.evaluation import corpus_bleu, translate
 from vanilla_training.show_attention import load_translator

@@ -33,7 +33,7 @@ import torch
 from torch import nn
 
 from modeling_vanilla import VanillaConfig
-from vanilla_training import recipe  # the training/ folder, as installed
+from vanilla_training import recipe
 
 SYSTEMS = {systems.SYSTEM_NAMES[name]: {"system": name} for name in ("ours", "marian", "torch")}
 MODES = ("eager", "compiled")

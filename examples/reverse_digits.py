@@ -25,7 +25,7 @@ from transformers import (
 from modeling_vanilla import VanillaConfig, VanillaForConditionalGeneration, paper_generation_config
 from vanilla_training.recipe import ADAM_BETA1, ADAM_BETA2, ADAM_EPSILON, LABEL_SMOOTHING
 
-SPECIAL_TOKENS = ("<pad>", "<unk>", "<s>", "</s>")  # ids 0-3, as the joint BPE of training/ has them
+SPECIAL_TOKENS = ("<pad>", "<unk>", "<s>", "</s>")  # ids 0-3, as the joint BPE of vanilla_training/ has them
 HELD_OUT = 10  # one digit string in HELD_OUT is a test string
 
 

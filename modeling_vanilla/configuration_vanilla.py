@@ -77,7 +77,7 @@ def typing_distance(a: str, b: str, limit: int) -> int:
 class VanillaConfig(PreTrainedConfig):
     """Hyper-parameters of the encoder-decoder Transformer (section 3, Table 3).
 
-    Token ids follow the joint BPE tokenizer of `training/`: `<pad>`=0, `<unk>`=1, `<s>`=2, `</s>`=3. The decoder
+    Token ids follow the project's joint BPE tokenizer: `<pad>`=0, `<unk>`=1, `<s>`=2, `</s>`=3. The decoder
     starts from `<s>`. `max_position_embeddings` becomes the tokenizer's `model_max_length` (the longest input the
     pipeline accepts before truncating) and is the size of the table of sinusoidal encodings (section 3.5). Eager
     code takes longer sequences too (the table grows, with the formula's values); a compiled forward raises past it.

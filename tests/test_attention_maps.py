@@ -1,4 +1,4 @@
-"""`training.show_attention`: the attention weights it records (equation 1, section 3.2.3) and the pictures it draws."""
+"""show-attention: the attention weights it records (equation 1, section 3.2.3) and the pictures it draws."""
 
 import math
 
@@ -6,8 +6,8 @@ import pytest
 import torch
 
 from modeling_vanilla import paper_generation_config, sinusoidal_positional_encoding
-from training.show_attention import attention_maps, main
-from training.tokenizer import train_joint_bpe
+from vanilla_training.show_attention import attention_maps, main
+from vanilla_training.tokenizer import train_joint_bpe
 
 from helpers import tiny_model
 

@@ -1,4 +1,4 @@
-"""Token-budget batches (`training.batching`): the budget refused where no batch could keep it, the greedy cut of
+"""Token-budget batches (`batching`): the budget refused where no batch could keep it, the greedy cut of
 fairseq's `batch_by_size` (a batch ends only where the next sentence would break the budget), and batches that
 depend on the seed and the epoch alone."""
 
@@ -7,7 +7,7 @@ import random
 import numpy as np
 import pytest
 
-from training.batching import TokenBudgetBatchSampler
+from vanilla_training.batching import TokenBudgetBatchSampler
 
 
 @pytest.mark.parametrize("max_tokens", [0, -5])

@@ -195,7 +195,7 @@ def test_bleu_vs_time_decodes_the_test_set_from_the_checkpoints_of_one_run(tmp_p
     run = tmp_path / "run"
     options = {"size": "tiny", "model_config": "{}", "max_steps": 20, "save_steps": 5, "eval_steps": 10,
                "bleu_sentences": 5, "keep_checkpoints": True}  # fmt: skip
-    training = [sys.executable, "-m", "training.train", *toy_run_args(files, run, **options)]
+    training = [sys.executable, "-m", "vanilla_training.train", *toy_run_args(files, run, **options)]
     subprocess.run(training, check=True, capture_output=True, timeout=400, cwd=BENCHMARKS.parent)
     done = run_script("bleu_vs_time.py", str(run), "--steps", "10,20", "--average-last", "2", "--test-file",
                       str(files["test"]))  # fmt: skip
@@ -224,4 +224,4 @@ def test_bleu_vs_marian_refuses_a_run_of_ours_with_another_recipe(tmp_path):
     assert done.returncode == 1
     assert "was trained with seed 2, this comparison uses 1" in done.stderr
     done = run_script("bleu_vs_marian.py", "--ours-run", str(tmp_path / "missing"))
-    assert "not a finished training.train run" in done.stderr
+    assert "not a finished vanilla_training.train run" in done.stderr

@@ -17,9 +17,9 @@ from transformers import AutoTokenizer, PreTrainedTokenizerFast
 
 from modeling_vanilla import VanillaForConditionalGeneration
 from modeling_vanilla.convert_marian import convert_marian_folder
-from training import evaluate_model, translate
-from training.preprocess import load_file
-from training.train import main as train
+from vanilla_training import evaluate_model, translate
+from vanilla_training.preprocess import load_file
+from vanilla_training.train import main as train
 
 from helpers import EOS, PAD, opus_mt_like, toy_run_args, write_toy_corpus
 
@@ -122,7 +122,7 @@ def test_standard_input_to_standard_output(run, tmp_path):
     folder, _, _ = run
     env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
     done = subprocess.run(
-        [sys.executable, "-m", "training.translate", str(folder)],
+        [sys.executable, "-m", "vanilla_training.translate", str(folder)],
         input="\n".join(LINES).encode(),  # no line end after the last line
         capture_output=True,
         cwd=ROOT,

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from training import data
-from training.data import (
+from vanilla_training import data
+from vanilla_training.data import (
     CorpusDownloadError,
     build_corpus,
     clean_verse,

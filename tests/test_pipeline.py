@@ -15,7 +15,7 @@ import torch
 from transformers import pipeline
 
 from modeling_vanilla import TranslationPipeline, VanillaConfig, VanillaForConditionalGeneration
-from training.tokenizer import train_joint_bpe
+from vanilla_training.tokenizer import train_joint_bpe
 
 from helpers import toy_pairs
 

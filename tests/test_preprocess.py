@@ -10,8 +10,8 @@ import datasets
 import numpy as np
 import pytest
 
-from training import preprocess
-from training.tokenizer import train_joint_bpe
+from vanilla_training import preprocess
+from vanilla_training.tokenizer import train_joint_bpe
 
 from helpers import toy_pairs
 

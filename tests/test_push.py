@@ -1,5 +1,5 @@
 """The model card and the Hub upload, end to end on the loopback FakeHub: a real tiny training run writes a Hub-ready
-folder with its card, `python -m training.push` uploads it in one commit with the real huggingface_hub client, and a
+folder with its card, `vanilla-push` uploads it in one commit with the real huggingface_hub client, and a
 process where the package is not importable loads `pipeline("translation")` from the repo id with remote code."""
 
 import json
@@ -17,8 +17,8 @@ import torch
 from huggingface_hub import ModelCard
 from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
-from training.card import PLACEHOLDER_ID, fill_template, render_card
-from training.train import main
+from vanilla_training.card import PLACEHOLDER_ID, fill_template, render_card
+from vanilla_training.train import main
 
 from helpers import toy_run_args, write_toy_corpus
 from hub_server import FakeHub
@@ -221,7 +221,7 @@ def test_push_to_the_hub_and_load_the_pipeline_from_the_repo_id(final, tmp_path)
 
     with FakeHub(tmp_path / "hub") as hub:
         pushed = subprocess.run(
-            [sys.executable, "-m", "training.push", "--model-dir", str(final), "--repo-id", REPO, "--private"],
+            [sys.executable, "-m", "vanilla_training.push", "--model-dir", str(final), "--repo-id", REPO, "--private"],
             capture_output=True, text=True, env={**hub.env(tmp_path / "home_push"), "OMP_NUM_THREADS": "1"},
             cwd=ROOT, timeout=300,
         )  # fmt: skip

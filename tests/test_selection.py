@@ -9,8 +9,8 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from training import checkpoints, train
-from training.train import main, parse_args
+from vanilla_training import checkpoints, train
+from vanilla_training.train import main, parse_args
 
 from helpers import toy_run_args, write_toy_corpus
 
@@ -46,7 +46,7 @@ SCRIPTED_BLEU = [5.0, 40.0, 20.0, 30.0, 10.0, 50.0]  # best at the 2nd evaluatio
 @pytest.mark.slow
 def test_a_run_averages_around_its_best_evaluation_and_stops_after_its_patience(tmp_path, monkeypatch):
     scores = iter(SCRIPTED_BLEU)
-    monkeypatch.setattr("training.trainer.corpus_bleu", lambda predictions, references: {"score": next(scores)})
+    monkeypatch.setattr("vanilla_training.trainer.corpus_bleu", lambda predictions, references: {"score": next(scores)})
     files = write_toy_corpus(tmp_path, {"train": 400, "validation": 20, "test": 10})
     run = tmp_path / "run"
     options = {"selection": "best", "patience": 2, "eval_steps": 20, "save_steps": 10, "max_steps": 200, "show": 0}
@@ -126,7 +126,7 @@ def test_auto_precision_follows_the_cpu(monkeypatch):
 
 
 def test_a_sentence_over_the_translation_budget_is_translated_alone(monkeypatch):
-    from training import evaluation
+    from vanilla_training import evaluation
 
     batches = []
 

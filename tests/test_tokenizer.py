@@ -6,8 +6,8 @@ import datasets
 import pytest
 from transformers import AutoTokenizer, PreTrainedTokenizerFast
 
-from training import tokenizer as tokenizer_module
-from training.tokenizer import SPECIAL_TOKENS, corpus_texts, train_joint_bpe
+from vanilla_training import tokenizer as tokenizer_module
+from vanilla_training.tokenizer import SPECIAL_TOKENS, corpus_texts, train_joint_bpe
 
 PAIRS = [
     (

@@ -19,14 +19,14 @@ from transformers import AutoTokenizer, DataCollatorForSeq2Seq, Seq2SeqTrainingA
 from transformers.trainer_utils import sort_checkpoints
 
 from modeling_vanilla import VanillaConfig, VanillaForConditionalGeneration
-from training import recipe
-from training.average_checkpoints import average_checkpoints
-from training.average_checkpoints import main as average_main
-from training.batching import TokenBudgetBatchSampler
-from training.evaluation import corpus_bleu
-from training.tokenizer import train_joint_bpe
-from training.train import main
-from training.trainer import TranslationTrainer
+from vanilla_training import recipe
+from vanilla_training.average_checkpoints import average_checkpoints
+from vanilla_training.average_checkpoints import main as average_main
+from vanilla_training.batching import TokenBudgetBatchSampler
+from vanilla_training.evaluation import corpus_bleu
+from vanilla_training.tokenizer import train_joint_bpe
+from vanilla_training.train import main
+from vanilla_training.trainer import TranslationTrainer
 
 from helpers import WORDS, fine_tune_args, free_port, tiny_model, toy_pairs, toy_run_args, write_toy_corpus
 
@@ -169,7 +169,7 @@ ROOT = Path(__file__).resolve().parents[1]
 LAUNCHERS = {  # what users type: torchrun, and accelerate's launcher with the shipped configuration file
     "torchrun": [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port"],
     "accelerate": [sys.executable, "-m", "accelerate.commands.launch", "--config_file",
-                   str(ROOT / "training" / "accelerate_multi_gpu.yaml"), "--num_processes", "2",
+                   str(ROOT / "vanilla_training" / "accelerate_multi_gpu.yaml"), "--num_processes", "2",
                    "--main_process_port"],
 }  # fmt: skip
 
@@ -189,8 +189,9 @@ def test_two_processes_give_the_weights_of_one_with_the_same_global_batch(tmp_pa
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     one, two = tmp_path / "one", tmp_path / "two"
     single = toy_run_args(files, one, **options, gradient_accumulation_steps=2)
-    subprocess.run([sys.executable, "-m", "training.train", *single], check=True, env=env, timeout=600)
-    parallel = [*LAUNCHERS[launcher], str(free_port()), "-m", "training.train", *toy_run_args(files, two, **options)]
+    subprocess.run([sys.executable, "-m", "vanilla_training.train", *single], check=True, env=env, timeout=600)
+    parallel = [*LAUNCHERS[launcher], str(free_port()), "-m", "vanilla_training.train"]
+    parallel += toy_run_args(files, two, **options)
     done = subprocess.run(parallel, env=env, timeout=600, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-3000:]
     assert json.loads((two / "final" / "training_results.json").read_text())["processes"] == 2
@@ -431,7 +432,7 @@ def test_pruning_keeps_the_last_average_last_checkpoints_whose_mean_is_the_final
     assert not all(torch.equal(final[name], states[-1][name]) for name in final)  # not the last checkpoint alone
 
     by_paths, by_last = tmp_path / "by_paths", tmp_path / "by_last"
-    average_main([*map(str, kept[::-1]), "--output", str(by_paths)])  # python -m training.average_checkpoints
+    average_main([*map(str, kept[::-1]), "--output", str(by_paths)])  # python -m vanilla_training.average_checkpoints
     assert f"averaged 3 checkpoints into {by_paths}" in capsys.readouterr().out
     average_main(["--last", "3", str(run), "--output", str(by_last)])
     for folder in (by_paths, by_last):
@@ -463,7 +464,7 @@ def test_pruning_keeps_the_last_average_last_checkpoints_whose_mean_is_the_final
 # clock can end the run; each process prints the step it stopped at.
 FROZEN_CLOCK_RUN = """
 import os, sys, types
-import training.trainer as trainer
+import vanilla_training.trainer as trainer
 if os.environ["RANK"] == "1":
     trainer.time = types.SimpleNamespace(perf_counter=lambda: 0.0)
 train = trainer.TranslationTrainer.train
@@ -472,7 +473,7 @@ def train_and_report(self, *args, **kwargs):
     print(f"process {os.environ['RANK']} stopped at step {self.state.global_step}", flush=True)
     return output
 trainer.TranslationTrainer.train = train_and_report
-from training.train import main
+from vanilla_training.train import main
 main(sys.argv[1:])
 sys.stdout.flush()
 os._exit(0)

@@ -15,7 +15,7 @@ import torch
 
 from modeling_vanilla import sinusoidal_positional_encoding
 from modeling_vanilla.modeling_vanilla import VanillaAttention
-from training.show_positional_encoding import main as show_positional_encoding
+from vanilla_training.show_positional_encoding import main as show_positional_encoding
 
 from helpers import padded_batch, tiny_config, tiny_model
 
@@ -117,7 +117,7 @@ def test_the_positional_encoding_picture_is_made_by_a_command(tmp_path, capsys):
 
 CODE_REFERENCE = re.compile(r"`([\w./-]+\.(?:py|md|png|json))(?:::([\w.]+))?`")
 LINK = re.compile(r"\]\(([^)\s#]+)(?:#[^)]*)?\)")
-COMMAND = re.compile(r"python -m ((?:training|modeling_vanilla)\.\w+)|`(vanilla-[\w-]+)")
+COMMAND = re.compile(r"python -m ((?:vanilla_training|modeling_vanilla)(?:\.\w+)+)|`(vanilla-[\w-]+)")
 CONSOLE_SCRIPTS = re.findall(
     r"^([\w-]+) = ", (ROOT / "pyproject.toml").read_text().split("[project.scripts]")[1].split("\n[")[0], re.M
 )
@@ -180,7 +180,8 @@ def test_the_reference_checker_notices_what_is_missing():
     assert defines(Path(__file__), "offset_matrix") and defines(ROOT / model_file, "VanillaAttention.forward")
     text = (
         f"`{model_file}::VanillaAttention` `{model_file}::VanillaAttention.nope` `{model_file}::nothing` `no/file.py` "
-        "[ok](README.md) [missing](images/none.png) `python -m training.show_attention` `python -m training.nope` "
+        "[ok](README.md) [missing](images/none.png) `python -m vanilla_training.show_attention` "
+        "`python -m vanilla_training.nope` "
         "`vanilla-translate model` `vanilla-nope model`"
     )
     assert unresolved(text, ROOT) == [
@@ -188,6 +189,6 @@ def test_the_reference_checker_notices_what_is_missing():
         f"{model_file}::nothing",
         "no/file.py",
         "images/none.png",
-        "training.nope",
+        "vanilla_training.nope",
         "vanilla-nope",
     ]

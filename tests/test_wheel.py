@@ -155,7 +155,7 @@ def test_the_wheel_holds_the_files_the_code_reads_and_no_top_level_training(whee
         "vanilla_training/DATA_NOTICE.md",
     ):
         assert name in names, name
-    assert card == (ROOT / "hub_card.md").read_text()  # the template itself, not a link to it
+    assert card == (ROOT / "vanilla_training" / "hub_card.md").read_text()
     assert not any(name.startswith("training/") for name in names)
     top_level = next(name for name in names if name.endswith("top_level.txt"))
     with zipfile.ZipFile(wheel) as archive:

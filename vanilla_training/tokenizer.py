@@ -66,7 +66,7 @@ def corpus_texts(dataset_dict: datasets.DatasetDict, pair: str) -> Iterator[str]
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
-        prog="python -m training.tokenizer",
+        prog="python -m vanilla_training.tokenizer",
         description="Train the joint BPE tokenizer of a language pair on its train split.",
     )
     parser.add_argument("--pair", default="en-de", choices=list(PAIRS), help="language pair (default: en-de)")

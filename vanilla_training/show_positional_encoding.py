@@ -1,9 +1,9 @@
 """Draw the sinusoidal positional encoding of section 3.5 as a heatmap: one row per position, one column per
 dimension.
 
-    python -m training.show_positional_encoding                      # 100 positions x d_model 512
-    python -m training.show_positional_encoding --output docs/images/positional_encoding.png
-    python -m training.show_positional_encoding --positions 200 --d-model 128
+    python -m vanilla_training.show_positional_encoding                      # 100 positions x d_model 512
+    python -m vanilla_training.show_positional_encoding --output docs/images/positional_encoding.png
+    python -m vanilla_training.show_positional_encoding --positions 200 --d-model 128
 
 PE(pos, 2i) = sin(pos / 10000^(2i / d_model)) and PE(pos, 2i + 1) = cos(pos / 10000^(2i / d_model)): the first
 dimensions oscillate fast along the positions, the last ones hardly change (wavelengths from 2 pi to 10000 * 2 pi).

@@ -1,7 +1,7 @@
 """See what a trained model attends to (section 3.2.3): translate one sentence and draw its attention weights.
 
-    python -m training.show_attention MODEL_DIR "In the beginning God created the heaven and the earth."
-    python -m training.show_attention MODEL_DIR "..." --output-dir attention
+    python -m vanilla_training.show_attention MODEL_DIR "In the beginning God created the heaven and the earth."
+    python -m vanilla_training.show_attention MODEL_DIR "..." --output-dir attention
 
 The sentence is translated as the model folder's generation config says (the paper's beam search for the models
 this project saves); the translation is then fed back to the decoder in one teacher-forced pass that records every

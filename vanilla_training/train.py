@@ -1,14 +1,14 @@
 """Train a translator with the paper's recipe (section 5) on transformers' `Seq2SeqTrainer`.
 
-    python -m training.train --preset demo --output-dir runs/demo           # minutes on 2 CPU cores
-    python -m training.train --preset base --pair en-de --output-dir runs/base
-    torchrun --nproc_per_node 2 -m training.train --preset demo ...       # data-parallel, same script
+    python -m vanilla_training.train --preset demo --output-dir runs/demo           # minutes on 2 CPU cores
+    python -m vanilla_training.train --preset base --pair en-de --output-dir runs/base
+    torchrun --nproc_per_node 2 -m vanilla_training.train --preset demo ...       # data-parallel, same script
 
 The recipe: Adam (beta 0.9/0.98, eps 1e-9), lr = d_model^-0.5 * min(step^-0.5, step * warmup^-1.5), label
 smoothing 0.1, dropout 0.1, batches of about `max_tokens` tokens of sentences of similar length, checkpoint
 averaging of the last N checkpoints, and test BLEU with beam 4, length penalty 0.6, output length input + 50.
 The run folder ends up Hub-ready: model, tokenizer, generation config, code, metrics and a plot, and `final/` holds
-the model card (`README.md`, see `training/card.py`); `python -m training.push` uploads it.
+the model card (`README.md`, see `vanilla_training/card.py`); `python -m vanilla_training.push` uploads it.
 
 The run, step by step (each step is a function below): arguments, data, tokenizer, model, trainer, train,
 average, evaluate, save and card.
@@ -588,7 +588,7 @@ def main(argv: list[str] | None = None, model_factory: ModelFactory = VanillaFor
 
 
 def console_main() -> None:
-    """`vanilla-train` (and `python -m training.train`): the run, then the end of the process."""
+    """`vanilla-train` (and `python -m vanilla_training.train`): the run, then the end of the process."""
     main()
     if PartialState().num_processes > 1:
         # A data-parallel process ends without running destructors, its files written and its output flushed: in

@@ -1,7 +1,7 @@
 """Checkpoint averaging (section 6.1: "we used a single model obtained by averaging the last 5 checkpoints").
 
-python -m training.average_checkpoints runs/base/checkpoint-* --output runs/base/averaged
-python -m training.average_checkpoints --last 5 runs/base --output runs/base/averaged
+python -m vanilla_training.average_checkpoints runs/base/checkpoint-* --output runs/base/averaged
+python -m vanilla_training.average_checkpoints --last 5 runs/base --output runs/base/averaged
 """
 
 import argparse

@@ -119,7 +119,7 @@ class TranslationTrainer(Seq2SeqTrainer):
 
     def _save_checkpoint(self, model, trial) -> None:
         """transformers' checkpoint, written under `.staging/`, checksummed, then renamed into place (see
-        `training.checkpoints`). transformers writes a checkpoint file by file in place, and no public hook can make
+        `checkpoints`). transformers writes a checkpoint file by file in place, and no public hook can make
         that write atomic: a run killed while saving would leave a half-written checkpoint."""
         run_dir = Path(self._get_output_dir(trial))
         name = f"checkpoint-{self.state.global_step}"

