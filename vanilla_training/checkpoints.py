@@ -13,7 +13,7 @@ from pathlib import Path
 
 from transformers.trainer_utils import sort_checkpoints
 
-from .data import file_sha256
+from .corpus import file_sha256
 
 CHECKSUMS = "checksums.json"
 STAGING = ".staging"

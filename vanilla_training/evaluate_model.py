@@ -18,7 +18,7 @@ import json
 import sys
 from pathlib import Path
 
-from .data import PAIRS, load_corpus, target_language
+from .corpus import PAIRS, load_corpus, target_language
 from .evaluation import corpus_bleu, corpus_chrf
 from .preprocess import load_file, sentences
 from .translate import (

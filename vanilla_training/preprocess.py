@@ -20,7 +20,7 @@ import pyarrow.compute as pc
 from datasets.fingerprint import Hasher
 from transformers import AutoTokenizer, PreTrainedTokenizerBase
 
-from .data import load_corpus
+from .corpus import load_corpus
 from .tokenizer import train_joint_bpe
 
 # The column of each tokenized pair that token-budget batching reads: the longer side, in tokens.

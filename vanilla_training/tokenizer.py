@@ -12,7 +12,7 @@ import datasets
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
 from transformers import PreTrainedTokenizerFast
 
-from .data import PAIRS, default_data_dir, load_corpus, target_language
+from .corpus import PAIRS, default_data_dir, load_corpus, target_language
 
 PAD, UNK, BOS, EOS = "<pad>", "<unk>", "<s>", "</s>"
 SPECIAL_TOKENS = (PAD, UNK, BOS, EOS)  # their position is their id

