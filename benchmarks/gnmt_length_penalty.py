@@ -17,7 +17,7 @@ from modeling_vanilla import paper_generation_config
 from modeling_vanilla.gnmt_beam_search import gnmt_beam_search
 from vanilla_training.corpus import load_corpus
 from vanilla_training.evaluation import corpus_bleu, translate
-from vanilla_training.show_attention import load_translator
+from vanilla_training.translator import load_translator
 
 FORMS = {
     "transformers: log P / \\|Y\\|^0.6": {},
@@ -32,7 +32,8 @@ def main(argv: list[str] | None = None) -> str:
     args = parser.parse_args(argv)
     if args.limit is not None and args.limit < 1:
         parser.error(f"--limit must be at least 1, got {args.limit}")
-    model, tokenizer = load_translator(args.model_dir)
+    translator = load_translator(args.model_dir)
+    model, tokenizer = translator.model, translator.tokenizer
     test = load_corpus("en-de")["test"]
     pairs = [row["translation"] for row in test][: args.limit]
     sources, references = [pair["en"] for pair in pairs], [pair["de"] for pair in pairs]

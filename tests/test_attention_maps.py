@@ -6,7 +6,8 @@ import pytest
 import torch
 
 from modeling_vanilla import paper_generation_config, sinusoidal_positional_encoding
-from vanilla_training.show_attention import attention_maps, main
+from vanilla_training.attention import attention_maps
+from vanilla_training.cli.show_attention import main
 from vanilla_training.tokenizer import train_joint_bpe
 
 from helpers import tiny_model

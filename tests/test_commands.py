@@ -17,7 +17,8 @@ from transformers import AutoTokenizer, PreTrainedTokenizerFast
 
 from modeling_vanilla import VanillaForConditionalGeneration
 from modeling_vanilla.convert_marian import convert_marian_folder
-from vanilla_training import evaluate_model, translate
+from vanilla_training.cli import evaluate as evaluate_model
+from vanilla_training.cli import translate
 from vanilla_training.preprocess import load_file
 from vanilla_training.train import main as train
 
@@ -122,7 +123,7 @@ def test_standard_input_to_standard_output(run, tmp_path):
     folder, _, _ = run
     env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
     done = subprocess.run(
-        [sys.executable, "-m", "vanilla_training.translate", str(folder)],
+        [sys.executable, "-m", "vanilla_training.cli.translate", str(folder)],
         input="\n".join(LINES).encode(),  # no line end after the last line
         capture_output=True,
         cwd=ROOT,

@@ -221,7 +221,8 @@ def test_push_to_the_hub_and_load_the_pipeline_from_the_repo_id(final, tmp_path)
 
     with FakeHub(tmp_path / "hub") as hub:
         pushed = subprocess.run(
-            [sys.executable, "-m", "vanilla_training.push", "--model-dir", str(final), "--repo-id", REPO, "--private"],
+            [sys.executable, "-m", "vanilla_training.cli.push", "--model-dir", str(final), "--repo-id", REPO,
+             "--private"],
             capture_output=True, text=True, env={**hub.env(tmp_path / "home_push"), "OMP_NUM_THREADS": "1"},
             cwd=ROOT, timeout=300,
         )  # fmt: skip

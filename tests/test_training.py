@@ -21,8 +21,8 @@ from transformers.trainer_utils import sort_checkpoints
 from modeling_vanilla import VanillaConfig, VanillaForConditionalGeneration
 from vanilla_training import recipe
 from vanilla_training.average_checkpoints import average_checkpoints
-from vanilla_training.average_checkpoints import main as average_main
 from vanilla_training.batching import TokenBudgetBatchSampler
+from vanilla_training.cli.average_checkpoints import main as average_main
 from vanilla_training.evaluation import corpus_bleu
 from vanilla_training.tokenizer import train_joint_bpe
 from vanilla_training.train import main
@@ -432,7 +432,7 @@ def test_pruning_keeps_the_last_average_last_checkpoints_whose_mean_is_the_final
     assert not all(torch.equal(final[name], states[-1][name]) for name in final)  # not the last checkpoint alone
 
     by_paths, by_last = tmp_path / "by_paths", tmp_path / "by_last"
-    average_main([*map(str, kept[::-1]), "--output", str(by_paths)])  # python -m vanilla_training.average_checkpoints
+    average_main([*map(str, kept[::-1]), "--output", str(by_paths)])  # vanilla-average-checkpoints
     assert f"averaged 3 checkpoints into {by_paths}" in capsys.readouterr().out
     average_main(["--last", "3", str(run), "--output", str(by_last)])
     for folder in (by_paths, by_last):

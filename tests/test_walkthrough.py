@@ -15,7 +15,7 @@ import torch
 
 from modeling_vanilla import sinusoidal_positional_encoding
 from modeling_vanilla.modeling_vanilla import VanillaAttention
-from vanilla_training.show_positional_encoding import main as show_positional_encoding
+from vanilla_training.cli.show_positional_encoding import main as show_positional_encoding
 
 from helpers import padded_batch, tiny_config, tiny_model
 
@@ -180,7 +180,7 @@ def test_the_reference_checker_notices_what_is_missing():
     assert defines(Path(__file__), "offset_matrix") and defines(ROOT / model_file, "VanillaAttention.forward")
     text = (
         f"`{model_file}::VanillaAttention` `{model_file}::VanillaAttention.nope` `{model_file}::nothing` `no/file.py` "
-        "[ok](README.md) [missing](images/none.png) `python -m vanilla_training.show_attention` "
+        "[ok](README.md) [missing](images/none.png) `python -m vanilla_training.cli.show_attention` "
         "`python -m vanilla_training.nope` "
         "`vanilla-translate model` `vanilla-nope model`"
     )

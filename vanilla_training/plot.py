@@ -1,8 +1,12 @@
-"""A picture of a training run: training loss, validation loss and validation BLEU against steps."""
+"""Pictures: a training run (training loss, validation loss and validation BLEU against steps), and the sinusoidal
+positional encoding of section 3.5."""
 
 from pathlib import Path
 
 import matplotlib
+import torch
+
+from modeling_vanilla import sinusoidal_positional_encoding
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
@@ -31,3 +35,24 @@ def plot_training(log_history: list[dict], path: str | Path) -> None:
     figure.tight_layout()
     figure.savefig(path, dpi=100)
     plt.close(figure)
+
+
+def plot_positional_encoding(positions: int, d_model: int, path: str | Path) -> Path:
+    """Writes a PNG heatmap of PE for positions 0 .. `positions` - 1 and `d_model` dimensions; returns its path."""
+    if positions < 1:
+        raise ValueError(f"positions must be at least 1, got {positions}")
+    if d_model < 2 or d_model % 2:
+        raise ValueError(f"d_model must be even and at least 2 (a sin and a cos per frequency), got {d_model}")
+    encoding = sinusoidal_positional_encoding(torch.arange(positions), d_model)
+    figure, axis = plt.subplots(figsize=(14, 5))
+    image = axis.imshow(encoding.numpy(), cmap="RdBu", vmin=-1.0, vmax=1.0, aspect="auto", interpolation="nearest")
+    axis.set_xlabel("dimension (even 2i: sin, odd 2i + 1: cos)")
+    axis.set_ylabel("position")
+    axis.set_title(f"Sinusoidal positional encoding (section 3.5): {positions} positions x d_model {d_model}")
+    figure.colorbar(image, ax=axis, label="PE(pos, dimension)")
+    figure.tight_layout()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path, dpi=100)
+    plt.close(figure)
+    return path

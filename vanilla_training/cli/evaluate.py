@@ -18,39 +18,42 @@ import json
 import sys
 from pathlib import Path
 
-from .corpus import PAIRS, load_corpus, target_language
-from .evaluation import corpus_bleu, corpus_chrf
-from .preprocess import load_file, sentences
-from .translate import (
-    add_model_arguments,
-    check_lengths,
-    decoding_options,
-    load_translator,
-    model_folder,
-    read_lines,
-    recorded_languages,
-    translate_lines,
-)
+from ..corpus import PAIRS, load_corpus, target_language
+from ..evaluation import corpus_bleu, corpus_chrf
+from ..preprocess import load_file, sentences
+from ..translator import load_translator, model_folder, recorded_languages
+from .common import add_model_arguments, decoding_options, read_lines
 
 
-def test_set(args: argparse.Namespace, parser: argparse.ArgumentParser) -> tuple[list[str], list[str]]:
-    """The source sentences and their references, from `--pair`, `--test-file` or `--source`/`--reference`."""
+def test_languages(args: argparse.Namespace, parser: argparse.ArgumentParser) -> tuple[str, str] | None:
+    """The languages of the test set (`--pair`, or `--test-file`'s columns: named, or those the model's training
+    recorded), checked against the model's once; None for plain text files."""
     if args.pair:
         languages = ("en", target_language(args.pair))
         recorded = recorded_languages(args.model)
         if recorded is not None and recorded != languages:
             parser.error(f"{args.model} translates {'-'.join(recorded)}, not {args.pair}")
+        return languages
+    if args.test_file:
+        if None not in (args.source_lang, args.target_lang):
+            return args.source_lang, args.target_lang
+        recorded = recorded_languages(args.model)
+        if recorded is None:
+            parser.error(
+                f"--test-file: {model_folder(args.model)} records no languages: name the columns with "
+                "--source-lang and --target-lang"
+            )
+        return args.source_lang or recorded[0], args.target_lang or recorded[1]
+    return None
+
+
+def test_set(
+    args: argparse.Namespace, parser: argparse.ArgumentParser, languages: tuple[str, str] | None
+) -> tuple[list[str], list[str]]:
+    """The source sentences and their references, from `--pair`, `--test-file` or `--source`/`--reference`."""
+    if args.pair:
         return sentences(load_corpus(args.pair)["test"], *languages)
     if args.test_file:
-        languages = (args.source_lang, args.target_lang)
-        if None in languages:
-            recorded = recorded_languages(args.model)
-            if recorded is None:
-                parser.error(
-                    f"--test-file: {model_folder(args.model)} records no languages: name the columns with "
-                    "--source-lang and --target-lang"
-                )
-            languages = (args.source_lang or recorded[0], args.target_lang or recorded[1])
         split = load_file("test", str(args.test_file))
         layout = split.features["translation"] if "translation" in split.column_names else split.column_names
         missing = [language for language in languages if language not in layout]
@@ -100,17 +103,19 @@ def main(argv: list[str] | None = None) -> None:
         parser.error("--source and --reference go together")
     if (args.source_lang or args.target_lang) and not args.test_file:
         parser.error("--source-lang/--target-lang name the columns of a --test-file")
+    languages = test_languages(args, parser)
     with contextlib.redirect_stdout(sys.stderr):  # what loading and translating print; stdout holds the scores
-        model, tokenizer = load_translator(args.model)
         try:
-            sources, references = test_set(args, parser)
-            check_lengths(tokenizer, sources, "the test set")
-        except ValueError as error:
+            translator = load_translator(args.model)
+            sources, references = test_set(args, parser, languages)
+            translator.check_lengths(sources, "the test set")
+        except ValueError as error:  # a language mismatch too
             parser.error(str(error))
-        predictions = translate_lines(model, tokenizer, sources, **decoding_options(args))
+        predictions = translator.translate(sources, **decoding_options(args))
+    model = translator.model
     bleu = corpus_bleu(predictions, references)
     scores = {
-        "model": model_folder(args.model),
+        "model": translator.folder,
         "test": str(args.pair or args.test_file or args.source),
         "sentences": len(sources),
         "num_beams": args.beams or model.generation_config.num_beams or 1,

@@ -1,10 +1,8 @@
-"""See what a trained model attends to (section 3.2.3): translate one sentence and draw its attention weights.
+"""What a trained model attends to (section 3.2.3): the attention weights of one translated sentence, recorded in
+one teacher-forced pass, and their pictures.
 
-    python -m vanilla_training.show_attention MODEL_DIR "In the beginning God created the heaven and the earth."
-    python -m vanilla_training.show_attention MODEL_DIR "..." --output-dir attention
-
-The sentence is translated as the model folder's generation config says (the paper's beam search for the models
-this project saves); the translation is then fed back to the decoder in one teacher-forced pass that records every
+The sentence is translated as the model's generation config says (the paper's beam search for the models this
+project saves); the translation is then fed back to the decoder in one teacher-forced pass that records every
 attention weight. Six PNG heatmaps, tokens on the axes, one panel per layer (heads averaged) or per layer and head:
 
     cross_attention.png, cross_attention_heads.png                    encoder-decoder attention: the alignment
@@ -15,16 +13,13 @@ Attention weights come from `eager` attention, equation 1 as written. `sdpa`, th
 fused kernel and returns none, so the model is switched to eager for the recording pass and switched back after.
 """
 
-import argparse
 import dataclasses
 import textwrap
 from pathlib import Path
 
 import matplotlib
 import torch
-from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
-
-import modeling_vanilla  # noqa: F401  (registers the "vanilla" model type with the Auto classes)
+from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
@@ -52,17 +47,6 @@ class AttentionMaps:
     decoder_self_attention: torch.Tensor
     cross_attention: torch.Tensor
     previous_attn_implementation: str
-
-
-def load_translator(model_dir: str | Path) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
-    """The model and tokenizer saved in `model_dir`; FileNotFoundError naming the folder if it holds no model."""
-    folder = Path(model_dir)
-    if not folder.is_dir():
-        raise FileNotFoundError(f"model folder {str(folder)!r} does not exist")
-    missing = [name for name in ("config.json", "tokenizer_config.json") if not (folder / name).is_file()]
-    if missing:
-        raise FileNotFoundError(f"{str(folder)!r} is not a saved translator: it has no {' and no '.join(missing)}")
-    return AutoModelForSeq2SeqLM.from_pretrained(folder).eval(), AutoTokenizer.from_pretrained(folder)
 
 
 @torch.no_grad()
@@ -164,32 +148,3 @@ def write_attention_pictures(maps: AttentionMaps, output_dir: str | Path) -> lis
             plot_attention(weights, rows, columns, title, axis_names, path, per_head)
             written.append(path)
     return written
-
-
-def main(argv: list[str] | None = None) -> list[Path]:
-    parser = argparse.ArgumentParser(
-        prog="vanilla-show-attention",
-        description=__doc__.splitlines()[0],
-        epilog="Writes cross-, encoder self- and decoder self-attention heatmaps (per layer, and per head).",
-    )
-    parser.add_argument("model_dir", help="a saved translator: model and tokenizer (e.g. runs/demo/final)")
-    parser.add_argument("sentence", help="a sentence in the model's source language")
-    parser.add_argument("--output-dir", default="attention", help="where the PNG files go (default: attention)")
-    args = parser.parse_args(argv)
-    model, tokenizer = load_translator(args.model_dir)
-    maps = attention_maps(model, tokenizer, args.sentence)
-    if maps.previous_attn_implementation != "eager":
-        print(EAGER_NOTE.format(previous=maps.previous_attn_implementation))
-    print(f"translation: {maps.translation}")
-    written = write_attention_pictures(maps, args.output_dir)
-    print("wrote " + ", ".join(str(path) for path in written))
-    return written
-
-
-def console_main() -> None:
-    """`vanilla-show-attention`: `main`, whose return value would become the exit status."""
-    main()
-
-
-if __name__ == "__main__":
-    main()

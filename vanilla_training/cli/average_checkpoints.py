@@ -1,0 +1,41 @@
+"""Checkpoint averaging (section 6.1: "we used a single model obtained by averaging the last 5 checkpoints").
+
+vanilla-average-checkpoints runs/base/checkpoint-* --output runs/base/averaged
+vanilla-average-checkpoints --last 5 runs/base --output runs/base/averaged
+"""
+
+import argparse
+from pathlib import Path
+
+from transformers.trainer_utils import sort_checkpoints
+
+from ..average_checkpoints import average_checkpoints
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(
+        prog="vanilla-average-checkpoints",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("paths", nargs="+", help="checkpoint folders, or one run folder with --last")
+    parser.add_argument("--last", type=int, help="average the last N checkpoints of the run folder")
+    parser.add_argument("--output", required=True, help="folder for the averaged model")
+    args = parser.parse_args(argv)
+    checkpoints = args.paths
+    if args.last is not None:
+        if args.last < 1:
+            parser.error(f"--last must be at least 1, got {args.last}")
+        if len(args.paths) != 1:
+            parser.error(f"--last takes one run folder, got {len(args.paths)} paths")
+        found = sort_checkpoints(args.paths[0]) if Path(args.paths[0]).is_dir() else []
+        if len(found) < args.last:
+            parser.error(f"--last {args.last}: {args.paths[0]} holds {len(found)} checkpoint-<step> folders")
+        checkpoints = found[-args.last :]
+    model = average_checkpoints(checkpoints)
+    model.save_pretrained(args.output)
+    print(f"averaged {len(checkpoints)} checkpoints into {args.output}: {', '.join(str(c) for c in checkpoints)}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,75 @@
+"""Translate text, one sentence per line, with a trained model.
+
+    vanilla-translate runs/demo --input sentences.en --output sentences.de
+    echo "In the beginning God created the heaven and the earth." | vanilla-translate runs/demo
+
+MODEL is a run folder of `vanilla-train` (its `final/` is used), a saved or converted model folder, or a Hub id.
+Each input line gives one output line, in the input's order; a blank line stays blank. Decoding is the model's own
+(its generation_config.json: the paper's beam 4 and length penalty 0.6 for a model trained here; `--beams`
+overrides the beam size), at most input length + 50 tokens, in batches of sentences of similar length holding
+about `--max-tokens` source tokens (the batching that the test BLEU of training also uses).
+Input that cannot be translated as it is stops the command before anything is translated: a line that is not
+UTF-8, or one longer than the tokenizer's model_max_length (it is not truncated: split it).
+"""
+
+import argparse
+import sys
+from pathlib import Path
+
+from ..translator import RESULTS, LanguageMismatchError, load_translator, model_folder, recorded_languages
+from .common import add_model_arguments, decoding_options, read_lines
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(
+        prog="vanilla-translate", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    add_model_arguments(parser)
+    parser.add_argument("--input", type=Path, metavar="FILE", help="the text to translate (default: standard input)")
+    parser.add_argument(
+        "--output", type=Path, metavar="FILE", help="where the translations go (default: standard output)"
+    )
+    parser.add_argument(
+        "--source-lang",
+        metavar="LANG",
+        help="check that MODEL translates from this language (the one its training recorded); a model that "
+        "records none is refused",
+    )
+    parser.add_argument(
+        "--target-lang", metavar="LANG", help="check that MODEL translates into this language, likewise"
+    )
+    args = parser.parse_args(argv)
+    if args.input is not None and not args.input.is_file():
+        parser.error(f"--input {args.input}: no such file")
+    if (args.source_lang or args.target_lang) and recorded_languages(args.model) is None:
+        parser.error(
+            f"--source-lang/--target-lang: {model_folder(args.model)} records no languages (no {RESULTS}, as for a "
+            "converted model); leave them out"
+        )
+    try:
+        translator = load_translator(args.model, args.source_lang, args.target_lang)
+    except LanguageMismatchError as error:
+        parser.error(str(error))
+    name = str(args.input or "standard input")
+    try:
+        if args.input is None:
+            lines = read_lines(sys.stdin.buffer, name)
+        else:
+            with args.input.open("rb") as file:
+                lines = read_lines(file, name)
+        translator.check_lengths(lines, name)
+    except ValueError as error:
+        parser.error(str(error))
+    translations = translator.translate(lines, progress=args.input is not None, **decoding_options(args))
+    text = "".join(translation + "\n" for translation in translations).encode("utf-8")
+    if args.output is None:
+        sys.stdout.buffer.write(text)
+        sys.stdout.buffer.flush()
+    else:
+        args.output.write_bytes(text)
+        blank = sum(not line.strip() for line in lines)
+        print(f"{len(lines):,} lines ({blank:,} blank) translated into {args.output}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
