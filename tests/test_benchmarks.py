@@ -3,17 +3,12 @@ and JSON; length_scaling.py's picture; clear errors for bad options. (Values are
 machine measure noise. benchmarks/README.md has the real runs.)"""
 
 import json
-import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import torch
-
-from modeling_vanilla import VanillaConfig
-
-from helpers import toy_run_args, write_toy_corpus
 
 pytestmark = pytest.mark.slow
 
@@ -128,37 +123,6 @@ def test_ct2_speed(tmp_path):
     assert "| tiny | CTranslate2 int8 / generate (float32) |" in stdout
 
 
-def test_qkv_fusion_times_the_fused_variant_after_checking_it():
-    done = run_script(
-        "qkv_fusion.py", *ONE_TINY_ROUND, "--d-model", "32", "--layers", "1", "--decoding-steps", "1", "--repeats", "1",
-        "--warmup", "0", "--steps", "1", "--batch-size", "2", "--source-length", "5", "--target-length", "4",
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert "| 2048 | 1 |" in done.stdout  # the matmul-only table's training row
-    row = next(line for line in done.stdout.splitlines() if line.startswith("| tiny |"))
-    assert float(row.split("|")[-2]) > 0  # fused / separate step time
-    check = re.search(r"tiny: fused against separate, largest \|difference\| of loss and gradients (\S+)", done.stdout)
-    assert check and float(check.group(1)) < 1e-5
-
-
-def test_qkv_fusion_refuses_a_fused_variant_that_computes_something_else(monkeypatch):
-    monkeypatch.syspath_prepend(str(BENCHMARKS))
-    import qkv_fusion
-    import systems
-
-    config = VanillaConfig.from_preset("tiny", vocab_size=40)
-    model = systems.build_model("ours", config, "sdpa", "cpu")
-    assert qkv_fusion.check_same_function(model, config) < 1e-5
-
-    def without_bias(inputs: torch.Tensor, *projections: torch.nn.Linear) -> torch.Tensor:
-        weight = torch.cat([projection.weight for projection in projections])
-        return inputs @ weight.T + 0 * torch.cat([projection.bias for projection in projections])
-
-    monkeypatch.setattr(qkv_fusion, "joint_projection", without_bias)
-    with pytest.raises(RuntimeError, match="fused and separate projections differ"):
-        qkv_fusion.check_same_function(model, config)
-
-
 @pytest.mark.parametrize(
     "script, options, message",
     [
@@ -188,40 +152,3 @@ def test_data_scaling_reports_every_stage_and_the_run_from_the_cache(tmp_path):
         assert all(result[stage]["seconds"] >= 0 and result[stage]["peak_mib"] > 0 for stage in ("load", "batching"))
         assert result["until_first_step_seconds"] > result["load"]["seconds"]
     assert payload["exponent"] is not None and "Preparation time grows as pairs^" in done.stdout
-
-
-def test_bleu_vs_time_decodes_the_test_set_from_the_checkpoints_of_one_run(tmp_path):
-    files = write_toy_corpus(tmp_path, {"train": 200, "validation": 10, "test": 10})
-    run = tmp_path / "run"
-    options = {"size": "tiny", "model_config": "{}", "max_steps": 20, "save_steps": 5, "eval_steps": 10,
-               "bleu_sentences": 5, "keep_checkpoints": True}  # fmt: skip
-    training = [sys.executable, "-m", "vanilla_training.train", *toy_run_args(files, run, **options)]
-    subprocess.run(training, check=True, capture_output=True, timeout=400, cwd=BENCHMARKS.parent)
-    done = run_script("bleu_vs_time.py", str(run), "--steps", "10,20", "--average-last", "2", "--test-file",
-                      str(files["test"]))  # fmt: skip
-    assert done.returncode == 0, done.stderr[-3000:]
-    rows = [line for line in done.stdout.splitlines() if line.startswith("| 10 |") or line.startswith("| 20 |")]
-    assert len(rows) == 4  # printed as they come, then in the table
-    missing = run_script("bleu_vs_time.py", str(run), "--steps", "17", "--test-file", str(files["test"]))
-    assert missing.returncode != 0 and "holds no checkpoint-17" in missing.stderr
-    # --selection best: at each step, the checkpoints ending at the best validation BLEU logged up to it
-    best = run_script("bleu_vs_time.py", str(run), "--steps", "10,20", "--average-last", "2", "--selection", "best",
-                      "--test-file", str(files["test"]))  # fmt: skip
-    assert best.returncode == 0, best.stderr[-3000:]
-    state = json.loads((run / "checkpoint-20" / "trainer_state.json").read_text())
-    bleu = {entry["step"]: entry["eval_bleu"] for entry in state["log_history"] if "eval_bleu" in entry}
-    best_step = 10 if bleu[10] >= bleu[20] else 20
-    assert "| 10 | " in best.stdout and "| 5-10 |" in best.stdout.split("| 20 |")[0]
-    assert f"| {best_step - 5}-{best_step} |" in best.stdout.split("| 20 |", 1)[1]
-
-
-def test_bleu_vs_marian_refuses_a_run_of_ours_with_another_recipe(tmp_path):
-    final = tmp_path / "ours" / "final"
-    final.mkdir(parents=True)
-    results = {"preset": "demo", "data": {"pair": "en-de"}, "seed": 2, "recipe": {"max_steps": 2000}}
-    (final / "training_results.json").write_text(json.dumps(results))
-    done = run_script("bleu_vs_marian.py", "--ours-run", str(tmp_path / "ours"), "--output-dir", str(tmp_path / "out"))
-    assert done.returncode == 1
-    assert "was trained with seed 2, this comparison uses 1" in done.stderr
-    done = run_script("bleu_vs_marian.py", "--ours-run", str(tmp_path / "missing"))
-    assert "not a finished vanilla_training.train run" in done.stderr

@@ -2,7 +2,7 @@
 
     python -m vanilla_training.train --preset demo --output-dir runs/long --max-steps 12000 --max-train-minutes 0 \\
         --keep-checkpoints
-    python benchmarks/bleu_vs_time.py runs/long --steps 2400,6000,12000
+    python experiments/bleu_vs_time.py runs/long --steps 2400,6000,12000
 
 The paper's schedule (equation 3) does not depend on the run's length, and the data order is the same, so the
 checkpoints of one long run at step N are those a run of `--max-steps N` would have saved. At each step of `--steps`,

@@ -1,8 +1,8 @@
 """Test BLEU of the two length penalties: transformers' log P / |Y|^alpha against the paper's (section 6.1, after
 GNMT) log P / ((5 + |Y|) / 6)^alpha, decoded by `modeling_vanilla.gnmt_beam_search`.
 
-    python benchmarks/gnmt_length_penalty.py runs/demo/final              # the 1,866 en-de test verses
-    python benchmarks/gnmt_length_penalty.py runs/demo/final --limit 200  # the first 200
+    python experiments/gnmt_length_penalty.py runs/demo/final              # the 1,866 en-de test verses
+    python experiments/gnmt_length_penalty.py runs/demo/final --limit 200  # the first 200
 
 Both forms translate the built-in en-de test set (`load_corpus("en-de")["test"]`) with beam 4, alpha 0.6, early
 stopping and at most input length + 50 tokens (section 6.1), through the same `translate` as training's test BLEU.

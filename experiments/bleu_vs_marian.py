@@ -1,9 +1,9 @@
 """Quality bar: train our model and transformers' MarianMTModel at the same size, with the same data, tokenizer,
 recipe, steps and seed, and print the test BLEU of both (with the sacreBLEU signature).
 
-    python benchmarks/bleu_vs_marian.py                      # the demo recipe, a few minutes per model on 2 cores
-    python benchmarks/bleu_vs_marian.py --max-steps 3000      # longer runs
-    python benchmarks/bleu_vs_marian.py --ours-run runs/demo  # ours from a finished run of the same recipe
+    python experiments/bleu_vs_marian.py                      # the demo recipe, a few minutes per model on 2 cores
+    python experiments/bleu_vs_marian.py --max-steps 3000      # longer runs
+    python experiments/bleu_vs_marian.py --ours-run runs/demo  # ours from a finished run of the same recipe
 
 Both models train the same number of steps: the recipe's (its time budget, `--max-train-minutes`, is turned off),
 or with `--ours-run` the steps that run trained (where the demo's 10-minute budget ended it, Marian trains as many)
@@ -11,14 +11,17 @@ in the precision it trained in.
 
 MarianMTModel is configured as the same architecture: post-LN, ReLU, embeddings scaled by sqrt(d_model), one
 shared vocabulary tied three ways, sinusoidal positions (Marian's sin-then-cos layout), same special tokens.
-What stays different is each implementation's own weight initialisation. (`marian_like` is in systems.py.)
+What stays different is each implementation's own weight initialisation. (`marian_like` is in
+benchmarks/systems.py, which the speed benchmarks share.)
 """
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
-from systems import marian_like
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
+from systems import marian_like  # noqa: E402
 
 from vanilla_training.recipe import RECIPES
 from vanilla_training.train import main as train
@@ -29,7 +32,7 @@ def finished_run(run_dir: Path, expected: dict) -> dict:
     from `expected` (preset, pair, seed), since only the same recipe makes the comparison fair."""
     path = run_dir / "final" / "training_results.json"
     if not path.is_file():
-        raise SystemExit(f"--ours-run {run_dir}: no {path} (not a finished vanilla_training.train run)")
+        raise SystemExit(f"--ours-run {run_dir}: no {path} (not a finished vanilla-train run)")
     results = json.loads(path.read_text())
     found = {
         "preset": results.get("preset"),

@@ -1,0 +1,58 @@
+"""The quality experiments (experiments/) end to end on a toy run: the scripts that train and score models, checked
+on their tiniest settings. experiments/README.md has the real runs."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from helpers import toy_run_args, write_toy_corpus
+
+pytestmark = pytest.mark.slow
+
+EXPERIMENTS = Path(__file__).resolve().parent.parent / "experiments"
+
+
+def run_script(script: str, *options: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, str(EXPERIMENTS / script), *options], capture_output=True, text=True, timeout=600
+    )
+
+
+def test_bleu_vs_time_decodes_the_test_set_from_the_checkpoints_of_one_run(tmp_path):
+    files = write_toy_corpus(tmp_path, {"train": 200, "validation": 10, "test": 10})
+    run = tmp_path / "run"
+    options = {"size": "tiny", "model_config": "{}", "max_steps": 20, "save_steps": 5, "eval_steps": 10,
+               "bleu_sentences": 5, "keep_checkpoints": True}  # fmt: skip
+    training = [sys.executable, "-m", "vanilla_training.train", *toy_run_args(files, run, **options)]
+    subprocess.run(training, check=True, capture_output=True, timeout=400, cwd=EXPERIMENTS.parent)
+    done = run_script("bleu_vs_time.py", str(run), "--steps", "10,20", "--average-last", "2", "--test-file",
+                      str(files["test"]))  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = [line for line in done.stdout.splitlines() if line.startswith("| 10 |") or line.startswith("| 20 |")]
+    assert len(rows) == 4  # printed as they come, then in the table
+    missing = run_script("bleu_vs_time.py", str(run), "--steps", "17", "--test-file", str(files["test"]))
+    assert missing.returncode != 0 and "holds no checkpoint-17" in missing.stderr
+    # --selection best: at each step, the checkpoints ending at the best validation BLEU logged up to it
+    best = run_script("bleu_vs_time.py", str(run), "--steps", "10,20", "--average-last", "2", "--selection", "best",
+                      "--test-file", str(files["test"]))  # fmt: skip
+    assert best.returncode == 0, best.stderr[-3000:]
+    state = json.loads((run / "checkpoint-20" / "trainer_state.json").read_text())
+    bleu = {entry["step"]: entry["eval_bleu"] for entry in state["log_history"] if "eval_bleu" in entry}
+    best_step = 10 if bleu[10] >= bleu[20] else 20
+    assert "| 10 | " in best.stdout and "| 5-10 |" in best.stdout.split("| 20 |")[0]
+    assert f"| {best_step - 5}-{best_step} |" in best.stdout.split("| 20 |", 1)[1]
+
+
+def test_bleu_vs_marian_refuses_a_run_of_ours_with_another_recipe(tmp_path):
+    final = tmp_path / "ours" / "final"
+    final.mkdir(parents=True)
+    results = {"preset": "demo", "data": {"pair": "en-de"}, "seed": 2, "recipe": {"max_steps": 2000}}
+    (final / "training_results.json").write_text(json.dumps(results))
+    done = run_script("bleu_vs_marian.py", "--ours-run", str(tmp_path / "ours"), "--output-dir", str(tmp_path / "out"))
+    assert done.returncode == 1
+    assert "was trained with seed 2, this comparison uses 1" in done.stderr
+    done = run_script("bleu_vs_marian.py", "--ours-run", str(tmp_path / "missing"))
+    assert "not a finished vanilla-train run" in done.stderr
