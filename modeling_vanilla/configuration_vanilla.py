@@ -45,7 +45,7 @@ def _size(
 # Every named model size of the project, in VanillaConfig's own fields; `VanillaConfig.from_preset(name)` builds one.
 # "base" and "big" are Table 3 of the paper and are frozen: a preset names one model of the paper and is never
 # redefined. The others are this project's: "demo" is the model of the README's main job, "small" the model of the
-# hour recipe and a quick benchmark size (docs/demo-recipe.md has the measurements behind both), "tiny" the size of
+# hour recipe and a quick benchmark size (docs/recipes.md says why), "tiny" the size of
 # tests and smoke runs.
 PRESETS: Mapping[str, Mapping[str, Any]] = MappingProxyType(
     {
@@ -91,8 +91,7 @@ class VanillaConfig(PreTrainedConfig):
     `init_std` chooses the initialisation, which the paper leaves open: None (the default) initialises as the
     reference implementations of the paper's models do (tensor2tensor, fairseq); a float draws every embedding and
     projection weight from N(0, init_std), as transformers' Marian and BART do with their `init_std` (0.02). The
-    "demo" preset uses 0.02: on its small data and short schedule it trains far better (docs/demo-recipe.md); the
-    "small" preset, the hour recipe's model, uses it too (not measured there against None).
+    "demo" and "small" presets use 0.02, for their small data and short schedules (docs/recipes.md says why).
     """
 
     model_type = "vanilla"

@@ -12,7 +12,7 @@ Fidelity notes: every place where this code differs from the paper, or decides w
   Xavier uniform for projection weights, zero biases, and N(0, d_model^-0.5) for the shared embedding, so that the
   sqrt(d_model) scaling of section 3.4 gives token vectors of unit variance. `init_std` (a float) draws every
   embedding and projection weight from N(0, init_std) instead, transformers' convention (Marian, BART): the "demo"
-  preset's choice (0.02), which on its small corpus and no-dropout schedule reaches test BLEU 14.33 against 10.92.
+  and "small" presets' choice (0.02), for their small corpus and short schedules.
 - Dropout (section 5.4) is applied to each sub-layer output before the residual sum and to the sums of embeddings
   and positional encodings, with `dropout` (0.1 base, 0.3 big). Attention-weight and FFN-inner dropout are not in
   the paper; they exist as `attention_dropout` and `activation_dropout` and default to 0.
@@ -33,12 +33,9 @@ Fidelity notes: every place where this code differs from the paper, or decides w
   own, initialised like the embedding, while the encoder and decoder keep sharing one embedding matrix.
 - The decoder starts from `<s>` (`decoder_start_token_id`); the paper does not name its start symbol. Marian
   checkpoints start from `<pad>`, which is only a different `decoder_start_token_id`.
-- The positional encoding is the formula, computed in float64 (then cast to float32) into a table of
-  `max_position_embeddings` rows when the model is built: nothing learned, nothing saved (a non-persistent buffer,
-  computed again after loading, since transformers builds models on the meta device). Eager code grows the table,
-  with the same values, when a longer sequence comes; a compiled forward, whose shapes are fixed, cannot grow it and
-  raises past it. With a static cache the decoder reserves rows for the whole cache on the first (eager) step of
-  `generate`, so its compiled steps read positions up to the cache's size.
+- The positional encoding is read from a table of the formula (`SinusoidalPositionalEncoding`): nothing learned,
+  nothing saved. The paper does not say how positions past the longest training sentence are handled: eager code
+  grows the table; compiled code, whose shapes are fixed, raises past `max_position_embeddings`.
 - Marian option `activation_function="swish"` (OPUS-MT's FFN activation) exists only to represent Marian
   checkpoints (`convert_marian.py`); the default is the paper's "relu".
 - Marian option `positional_encoding_layout="sin_then_cos"` (all sines, then all cosines: the paper's values with
@@ -451,9 +448,11 @@ class VanillaStack(VanillaPreTrainedModel):
         inputs_embeds: torch.Tensor | None,
         past_length: int | torch.Tensor,
         name: str,
+        check_ids: bool = True,
     ) -> torch.Tensor:
         """Dropout(Embedding(tokens) * sqrt(d_model) + PE(positions)) (sections 3.4, 3.5 and 5.4), positions from
-        `past_length` on (an int, or a 0-d tensor inside a compiled decoding step with a static cache).
+        `past_length` on (an int, or a 0-d tensor inside a compiled decoding step with a static cache). `check_ids`
+        checks the ids against the vocabulary (a cached decoding step's ids come from generate, which checked them).
 
         `inputs_embeds`, if given instead of ids, is the raw embedding lookup (what `get_input_embeddings()`
         returns for the ids); it is scaled the same way, so both routes give the same result.
@@ -463,8 +462,7 @@ class VanillaStack(VanillaPreTrainedModel):
         if input_ids is not None:
             if input_ids.dim() != 2:
                 raise ValueError(f"{name} must be (batch, length), got shape {tuple(input_ids.shape)}")
-            # ids that continue a cached decoding come from generate, which checked its inputs
-            if isinstance(past_length, int) and past_length == 0:
+            if check_ids:
                 check_token_ids(input_ids, self.config.vocab_size, name)
             inputs_embeds = self.embed_tokens(input_ids)
         elif inputs_embeds.dim() != 3 or inputs_embeds.shape[-1] != self.config.d_model:
@@ -550,17 +548,18 @@ class VanillaDecoder(VanillaStack):
             raise TypeError(f"the decoder cache must be an EncoderDecoderCache, got {type(cache).__name__}")
         past_length = cache.get_seq_length() if cache is not None else 0
         if cache is not None:
-            # A static cache counts its length in a tensor, from which compiled steps take their positions; eager
-            # code reads it as a number (for the input checks), and reserves positional encodings up to its size.
-            if isinstance(past_length, torch.Tensor) and not is_torchdynamo_compiling():
-                past_length = int(past_length)
             self.positional_encoding.reserve(cache.get_max_length())
+        # A static cache counts its length in a 0-d tensor, from which compiled steps take their positions; eager code
+        # reads it as a number. `known_length` is that number, or None inside a compiled step (on the device only).
+        if isinstance(past_length, torch.Tensor) and not is_torchdynamo_compiling():
+            past_length = int(past_length)
+        known_length = past_length if isinstance(past_length, int) else None
+        first_step = known_length == 0  # later steps read ids and masks already checked
 
-        hidden_states = self.embed(input_ids, inputs_embeds, past_length, name="decoder_input_ids")
+        hidden_states = self.embed(input_ids, inputs_embeds, past_length, "decoder_input_ids", check_ids=first_step)
         batch_size, length = hidden_states.shape[:2]
-        first_step = isinstance(past_length, int) and past_length == 0  # later steps read masks already checked
-        if isinstance(past_length, int):  # a compiled step with a static cache has its length on the device only
-            expected = (batch_size, past_length + length)
+        if known_length is not None:
+            expected = (batch_size, known_length + length)
             check_attention_mask(attention_mask, expected, "decoder_attention_mask", first_step)
         source_shape = tuple(encoder_hidden_states.shape[:2])
         check_attention_mask(encoder_attention_mask, source_shape, "attention_mask (source padding)", first_step)

@@ -34,11 +34,10 @@ def translate(
 ) -> list[str]:
     """Translate `sentences`, in their order, decoding as `model.generation_config` says unless `generate_kwargs`
     (e.g. `num_beams=1`) say otherwise. Sentences of similar length are batched up to `max_tokens` source tokens,
-    padding included (a sentence longer than that goes alone; the main job's test set, beam 4, decodes in 37 s in
-    batches of 4,096 tokens and in 47 s in batches of 1,024, all translations but one the same: padding changes
-    floating-point sums), and each batch may produce up to its longest input + 50 tokens (section 6.1; given
-    explicitly, so that any seq2seq model is held to it). The model is left in the mode (training or evaluation) it
-    was in."""
+    padding included (a sentence longer than that goes alone; the batch size can change a translation, rarely:
+    padding changes floating-point sums), and each batch may produce up to its longest input + 50 tokens (section
+    6.1; given explicitly, so that any seq2seq model is held to it). The model is left in the mode (training or
+    evaluation) it was in."""
     was_training = model.training
     model.eval()
     lengths = np.array([len(ids) for ids in tokenizer(sentences)["input_ids"]], dtype=np.int64)

@@ -72,7 +72,7 @@ RECIPES = {
     # weights from N(0, 0.02), no dropout) with a 4,000-token vocabulary, verses of up to 64 tokens, steps of 2k
     # tokens at the full learning rate of equation 3 after a 400-step warmup, for as many steps as 10 minutes allow;
     # validation BLEU on the whole validation split every 2,000 steps and at the end picks the checkpoints to average.
-    # docs/demo-recipe.md lists how this differs from the paper and the runs behind it.
+    # docs/recipes.md lists how this differs from the paper, and why.
     "demo": Recipe(
         size="demo",
         vocab_size=4000,
@@ -89,10 +89,9 @@ RECIPES = {
         max_train_minutes=10.0,
         selection="best",
     ),
-    # An hour of training on 2 CPU cores: the "small" size (d_model 256, 3 + 3 layers, 3.4x the demo's weights) with
-    # dropout 0.2 for its ~15 epochs (0.3 learned slower) and half of equation 3's learning rate (at the full rate this
-    # size stalls and its decoder ignores the source), stopping after 3 evaluations (6,000 steps) without a better
-    # validation BLEU (docs/demo-recipe.md).
+    # An hour of training on 2 CPU cores: the "small" size (d_model 256, 3 + 3 layers) with dropout 0.2 and half of
+    # equation 3's learning rate (at the full rate this size stalls and its decoder ignores the source), stopping
+    # after 3 evaluations (6,000 steps) without a better validation BLEU (docs/recipes.md).
     "hour": Recipe(
         size="small",
         vocab_size=4000,
