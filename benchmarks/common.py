@@ -61,6 +61,7 @@ import transformers
 from systems import check_line, describe_size, require_same_function
 
 from modeling_vanilla import PRESETS, VanillaConfig
+from vanilla_training.precision import cpu_model
 
 Handler = Callable[[dict[str, Any]], dict[str, Any]]
 # A table column: its header and the cell it shows for one system's summary (see `summarize`).
@@ -204,11 +205,9 @@ def autocast(task: dict[str, Any]) -> contextlib.AbstractContextManager:
 
 def machine() -> dict[str, Any]:
     """CPU model, logical CPUs, GPUs, torch threads and library versions of this process."""
-    cpuinfo = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").is_file() else ""
-    models = [line.split(":", 1)[1].strip() for line in cpuinfo.splitlines() if line.startswith("model name")]
     gpus = [torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())]
     return {
-        "cpu": models[0] if models else platform.processor() or "unknown CPU",
+        "cpu": cpu_model() or platform.processor() or "unknown CPU",
         "logical_cpus": os.cpu_count(),
         "gpus": gpus,
         "threads": torch.get_num_threads(),

@@ -16,6 +16,8 @@ from typing import Any
 import torch
 import transformers
 
+from .precision import cpu_model
+
 TEMPLATE = Path(__file__).resolve().parent / "hub_card.md"
 LANGUAGE_NAMES = {"en": "English", "de": "German", "fr": "French"}
 BUILT_IN_TARGETS = {
@@ -37,15 +39,8 @@ LOCAL_NOTE = (
 
 def environment() -> dict[str, Any]:
     """The machine and software of this process, for `training_results.json`."""
-    cpu = platform.processor() or platform.machine()
-    cpuinfo = Path("/proc/cpuinfo")
-    if cpuinfo.exists():
-        names = [
-            line.split(":", 1)[1].strip() for line in cpuinfo.read_text().splitlines() if line.startswith("model name")
-        ]
-        cpu = names[0] if names else cpu
     return {
-        "cpu": cpu,
+        "cpu": cpu_model() or platform.processor() or platform.machine(),
         "cpu_count": os.cpu_count(),
         "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
         "python": platform.python_version(),

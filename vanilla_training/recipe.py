@@ -3,6 +3,7 @@ home here; the rest of `vanilla_training/` imports it. (The paper's decoding, se
 `modeling_vanilla.paper_generation_config`; its model sizes, Table 3, in `modeling_vanilla.PRESETS`.)"""
 
 import dataclasses
+from typing import Any
 
 # Section 5.3: Adam with beta1 = 0.9, beta2 = 0.98, epsilon = 1e-9, and warmup_steps = 4000 in equation 3.
 ADAM_BETA1 = 0.9
@@ -19,30 +20,46 @@ def paper_learning_rate(d_model: int, scale: float = 1.0) -> float:
     return scale * d_model**-0.5
 
 
+def setting(group: str, help: str, **field_options: Any) -> Any:
+    """A `Recipe` field that `vanilla-train` offers as an option: its --help `group` and `help` text (as fairseq's
+    dataclass configs carry theirs)."""
+    return dataclasses.field(metadata={"group": group, "help": help}, **field_options)
+
+
 @dataclasses.dataclass(frozen=True)
 class Recipe:
     """What a training run needs besides data: a model size of `modeling_vanilla.PRESETS` and the schedule of
-    section 5."""
+    section 5. Each field but `size` is a `vanilla-train` option of the same name."""
 
-    size: str
-    vocab_size: int
-    max_tokens: int  # per device and step, padding included (fairseq's --max-tokens)
-    gradient_accumulation_steps: int
-    warmup_steps: int
-    max_steps: int
-    eval_steps: int
-    save_steps: int
-    average_last: int  # checkpoints averaged at the end (section 6.1: 5 for base, 20 for big)
-    lr_scale: float = 1.0  # multiplies equation 3's learning rate
-    label_smoothing: float = LABEL_SMOOTHING
-    dropout: float | None = None  # the model's dropout (section 5.4), if not its size's
-    max_length: int = 256  # longest example kept, in tokens (longer ones are counted and left out)
-    bleu_sentences: int = 200  # validation sentences translated (greedy) at each evaluation (0: validation loss only)
-    max_train_minutes: float = 0.0  # training ends at the first step after this many minutes, if sooner (0: no limit)
-    # Which checkpoints are averaged at the end: "last" (section 6.1), or "best": those ending at the evaluation
-    # with the best validation BLEU (validation loss where bleu_sentences is 0), so that a longer run is never worse.
-    selection: str = "last"
-    patience: int = 0  # evaluations without a better validation score before training stops (0: never)
+    size: str  # --size, with the model options
+    vocab_size: int = setting("model", "joint BPE vocabulary size")
+    max_tokens: int = setting("recipe", "tokens per batch and process, padding included (section 5.1)")
+    gradient_accumulation_steps: int = setting("recipe", "batches summed into one optimizer step")
+    warmup_steps: int = setting("recipe", "warmup of equation 3")
+    max_steps: int = setting("recipe", "optimizer steps")
+    eval_steps: int = setting("evaluation", "steps between evaluations (validation loss and greedy BLEU)")
+    save_steps: int = setting("output", "steps between checkpoints")
+    average_last: int = setting("output", "checkpoints averaged into the final model (section 6.1)")
+    lr_scale: float = setting("recipe", "multiplies equation 3's learning rate", default=1.0)
+    label_smoothing: float = setting("recipe", "label smoothing (section 5.4)", default=LABEL_SMOOTHING)
+    dropout: float | None = setting("model", "dropout of the model (section 5.4; none: its size's)", default=None)
+    max_length: int = setting(
+        "data", "longest pair kept, in tokens (longer pairs are counted and left out)", default=256
+    )
+    bleu_sentences: int = setting(
+        "evaluation", "validation sentences translated at each evaluation (0: loss only)", default=200
+    )
+    max_train_minutes: float = setting(
+        "recipe", "training ends at the first step past this many minutes (0: no limit)", default=0.0
+    )
+    selection: str = setting(
+        "evaluation",
+        "checkpoints averaged at the end: the last ones, or those ending at the best evaluation",
+        default="last",
+    )
+    patience: int = setting(
+        "evaluation", "evaluations without a better validation score before training stops (0: never)", default=0
+    )
 
     def __post_init__(self) -> None:
         """Refuses values no run can use, naming the field."""

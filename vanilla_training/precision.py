@@ -1,0 +1,72 @@
+"""The precision a run trains (or a server translates) in, and the machine facts that choose it: float32, or bf16 /
+fp16 mixed precision where the GPU or CPU computes it natively. The one reader of `/proc/cpuinfo` for the package
+and the benchmarks."""
+
+from pathlib import Path
+
+import torch
+
+CPUINFO = Path("/proc/cpuinfo")
+PRECISIONS = ("auto", "fp32", "bf16", "fp16")
+NATIVE_BF16_FLAGS = frozenset({"avx512_bf16", "amx_bf16", "bf16"})  # x86 AVX512-BF16 or AMX-BF16, Arm BF16
+
+
+def cpu_model(cpuinfo: Path = CPUINFO) -> str | None:
+    """The CPU's model name in `cpuinfo`, or None where it names none."""
+    if not cpuinfo.is_file():
+        return None
+    names = [
+        line.split(":", 1)[1].strip() for line in cpuinfo.read_text().splitlines() if line.startswith("model name")
+    ]
+    return names[0] if names else None
+
+
+def cpu_flags(cpuinfo: Path = CPUINFO) -> set[str]:
+    """The CPU's feature flags in `cpuinfo` (x86 `flags`, Arm `Features`)."""
+    if not cpuinfo.is_file():
+        return set()
+    flags = set()
+    for line in cpuinfo.read_text().splitlines():
+        if line.startswith(("flags", "Features")):
+            flags.update(line.split(":", 1)[1].split())
+    return flags
+
+
+def native_bf16_cpu(cpuinfo: Path = CPUINFO) -> bool:
+    """Whether this CPU computes in bfloat16 natively, per its flags in `cpuinfo`. Without it torch emulates bf16
+    matmuls, and mixed precision is slower than float32."""
+    return bool(cpu_flags(cpuinfo) & NATIVE_BF16_FLAGS)
+
+
+def resolve_precision(precision: str) -> str:
+    """`auto` made concrete for this machine: bf16 where the GPU or the CPU has it natively, else fp32."""
+    if precision != "auto":
+        return precision
+    if torch.cuda.is_available():
+        return "bf16" if torch.cuda.is_bf16_supported() else "fp32"
+    return "bf16" if native_bf16_cpu() else "fp32"
+
+
+def precision_reason(asked: str, precision: str) -> str:
+    """Why a run asked for `asked` trains in `precision`, for the log."""
+    if asked != "auto":
+        return "asked for"
+    if torch.cuda.is_available():
+        return f"auto: the GPU {'has' if precision == 'bf16' else 'lacks'} bfloat16"
+    return f"auto: this CPU {'computes' if precision == 'bf16' else 'does not compute'} bfloat16 natively"
+
+
+def mixed_precision_problem(precision: str) -> str | None:
+    """Why this machine cannot train in `precision`, or None."""
+    if precision == "fp16" and not torch.cuda.is_available():
+        return "--fp16 needs a CUDA GPU, and this machine has none; on a CPU, --bf16 trains in mixed precision"
+    if precision == "bf16" and torch.cuda.is_available() and not torch.cuda.is_bf16_supported():
+        return f"--bf16: this GPU ({torch.cuda.get_device_name()}) has no bfloat16; use --fp16"
+    return None
+
+
+def training_attention(precision: str) -> str | None:
+    """The attention kernel to train with, if not the model's own: bf16 on a CPU trains with "eager" (equation 1 as
+    matmuls, which autocast runs in bf16), because torch's fused CPU kernel behind sdpa is slower in bf16 than in
+    fp32 (benchmarks/bf16_training.py measures both). The saved model keeps the default kernel."""
+    return "eager" if precision == "bf16" and not torch.cuda.is_available() else None
