@@ -14,7 +14,7 @@ bf16 as in fp32, so it narrows bf16's lead.
 
 Bare step: forward, label-smoothed loss, backward and Adam of the demo model, alternating in one process between fp32
 with sdpa attention (the model's default), bf16 autocast with sdpa, and bf16 autocast with eager attention (what
-`vanilla_training.train` uses for bf16 on a CPU), one model each, built from one seed, on the shapes of the loop's own
+`vanilla-train` uses for bf16 on a CPU), one model each, built from one seed, on the shapes of the loop's own
 batches (the token-budget batches of the same data, in their order) and on one fixed shape (64 x 32 tokens);
 median milliseconds.
 
@@ -41,8 +41,8 @@ DEMO = recipe.RECIPES["demo"]
 
 
 def loop_seconds_per_step(precision: str, steps: int, save: bool, dropout: float, output_dir: Path) -> float:
-    """Seconds per step of `vanilla_training.train --preset demo` for `steps` steps in a fresh process."""
-    command = [sys.executable, "-m", "vanilla_training.train", "--preset", "demo", "--output-dir", str(output_dir)]
+    """Seconds per step of `vanilla-train --preset demo` for `steps` steps in a fresh process."""
+    command = [sys.executable, "-m", "vanilla_training.cli.train", "--preset", "demo", "--output-dir", str(output_dir)]
     command += ["--dropout", str(dropout)]
     command += ["--max-steps", str(steps), "--eval-steps", str(steps), "--max-train-minutes", "0"]
     command += ["--precision", precision, "--test-limit", "1", "--show", "0", "--bleu-sentences", "0"]

@@ -9,7 +9,7 @@ A corpus is generated on the fly: word-like tokens (syllables) drawn with Zipf f
 vocabulary, 3 to 40 words a sentence (20 on average), each word with a fixed "translation" of another spelling; it is
 written as the JSONL files users pass with `--train-file` (plus 2,000 validation pairs). Each size runs twice, each
 time in a fresh process, with one private datasets cache: the first run computes everything, the second reads back
-the Arrow files, the tokenizer and the token ids. Stages, as `vanilla_training.train` runs them: load (JSONL to Arrow),
+the Arrow files, the tokenizer and the token ids. Stages, as `vanilla-train` runs them: load (JSONL to Arrow),
 tokenizer (joint BPE on at most `--tokenizer-sample` pairs), tokenization (`datasets.map`), batching (token budgets),
 and first step (the demo model and the Trainer built and one training step begun). For each stage: seconds and the
 peak resident memory of the process during it (the high-water mark is reset before each stage).
@@ -58,15 +58,16 @@ def write_corpus(path: Path, pairs: int, seed: int, chunk: int = 100_000) -> Non
 
 
 def measure_stages(task: dict[str, Any]) -> dict[str, Any]:
-    """Worker: the stages of one run of `vanilla_training.train` on the task's corpus; seconds and peak RSS of each."""
+    """Worker: the stages of one run of `vanilla-train` on the task's corpus; seconds and peak RSS of each."""
     from transformers import TrainerCallback
 
     from vanilla_training import preprocess, train
     from vanilla_training.batching import TokenBudgetBatchSampler
+    from vanilla_training.cli.train import parse_args
 
-    args = train.parse_args(task["argv"])
-    run = train.run_recipe(args)
-    config = train.model_config(args, run)
+    job = parse_args(task["argv"])
+    run = job.recipe
+    config = train.model_config(job)
     results: dict[str, Any] = {}
 
     def stage(name: str, work):
@@ -76,8 +77,8 @@ def measure_stages(task: dict[str, Any]) -> dict[str, Any]:
         results[name] = {"seconds": time.perf_counter() - begun, "peak_mib": memory.peak}
         return value
 
-    splits = stage("load", lambda: preprocess.load_splits("en-de", train.data_files(args)))
-    tokenizer = stage("tokenizer", lambda: train.load_or_train_tokenizer(args, splits["train"], config, True))
+    splits = stage("load", job.data.load_splits)
+    tokenizer = stage("tokenizer", lambda: train.load_or_train_tokenizer(job, splits["train"], config, True))
     train_set, validation = stage(
         "tokenization",
         lambda: [
@@ -85,7 +86,7 @@ def measure_stages(task: dict[str, Any]) -> dict[str, Any]:
             for name in ("train", "validation")
         ],
     )
-    stage("batching", lambda: TokenBudgetBatchSampler(preprocess.lengths(train_set), run.max_tokens, seed=args.seed))
+    stage("batching", lambda: TokenBudgetBatchSampler(preprocess.lengths(train_set), run.max_tokens, seed=job.seed))
 
     class StopAtFirstStep(TrainerCallback):
         def on_step_begin(self, args, state, control, **kwargs):
@@ -93,8 +94,8 @@ def measure_stages(task: dict[str, Any]) -> dict[str, Any]:
             control.should_training_stop = True
 
     def first_step() -> None:
-        model = train.build_model(args, config, tokenizer, train.VanillaForConditionalGeneration)
-        trainer = train.build_trainer(args, run, model, tokenizer, train_set, validation, splits["validation"])
+        model = train.build_model(job, config, tokenizer, train.VanillaForConditionalGeneration)
+        trainer = train.build_trainer(job, model, tokenizer, train_set, validation, splits["validation"])
         trainer.add_callback(StopAtFirstStep)
         trainer.train()
 

@@ -176,7 +176,7 @@ def ddp_process(rank: int, task: dict[str, Any], folder: str, port: int) -> None
     finally:
         faulthandler.cancel_dump_traceback_later()
         distributed.destroy_process_group()
-    # No destructors: the gloo process group's teardown can hang at exit (see vanilla_training/train.py's entry point).
+    # No destructors: the gloo process group's teardown can hang at exit (see vanilla_training.cli.train.console_main).
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(0)

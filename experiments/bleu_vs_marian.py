@@ -23,12 +23,12 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "benchmarks"))
 from systems import marian_like  # noqa: E402
 
+from vanilla_training.cli.train import main as train
 from vanilla_training.recipe import RECIPES
-from vanilla_training.train import main as train
 
 
 def finished_run(run_dir: Path, expected: dict) -> dict:
-    """The results of a finished `vanilla_training.train` run of ours; SystemExit naming the first setting that differs
+    """The results of a finished `vanilla-train` run of ours; SystemExit naming the first setting that differs
     from `expected` (preset, pair, seed), since only the same recipe makes the comparison fair."""
     path = run_dir / "final" / "training_results.json"
     if not path.is_file():

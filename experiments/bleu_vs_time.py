@@ -1,6 +1,6 @@
 """Test BLEU against training time: what waiting longer gives, from one long run of a recipe.
 
-    python -m vanilla_training.train --preset demo --output-dir runs/long --max-steps 12000 --max-train-minutes 0 \\
+    python -m vanilla_training.cli.train --preset demo --output-dir runs/long --max-steps 12000 --max-train-minutes 0 \\
         --keep-checkpoints
     python experiments/bleu_vs_time.py runs/long --steps 2400,6000,12000
 
@@ -69,7 +69,7 @@ def main(argv: list[str] | None = None) -> str:
         "--selection", choices=["last", "best"], default="last", help="average the last checkpoints or the best's"
     )
     parser.add_argument("--pair", default="en-de", help="the built-in corpus whose test split is translated")
-    parser.add_argument("--test-file", help="a JSONL test file instead (the layout vanilla_training.train reads)")
+    parser.add_argument("--test-file", help="a JSONL test file instead (the layout vanilla-train reads)")
     args = parser.parse_args(argv)
     tokenizer = AutoTokenizer.from_pretrained(args.run_dir)
     source, target = args.pair.split("-")

@@ -19,8 +19,8 @@ from modeling_vanilla import VanillaForConditionalGeneration
 from modeling_vanilla.convert_marian import convert_marian_folder
 from vanilla_training.cli import evaluate as evaluate_model
 from vanilla_training.cli import translate
+from vanilla_training.cli.train import main as train
 from vanilla_training.preprocess import load_file
-from vanilla_training.train import main as train
 
 from helpers import EOS, PAD, opus_mt_like, toy_run_args, write_toy_corpus
 

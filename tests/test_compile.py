@@ -17,7 +17,7 @@ from torch._dynamo.utils import counters
 from transformers import CompileConfig, EncoderDecoderCache, StaticCache
 
 from modeling_vanilla import VanillaForConditionalGeneration
-from vanilla_training.train import main
+from vanilla_training.cli.train import main
 
 from helpers import padded_batch, tiny_model, toy_run_args, write_toy_corpus
 

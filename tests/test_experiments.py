@@ -26,7 +26,7 @@ def test_bleu_vs_time_decodes_the_test_set_from_the_checkpoints_of_one_run(tmp_p
     run = tmp_path / "run"
     options = {"size": "tiny", "model_config": "{}", "max_steps": 20, "save_steps": 5, "eval_steps": 10,
                "bleu_sentences": 5, "keep_checkpoints": True}  # fmt: skip
-    training = [sys.executable, "-m", "vanilla_training.train", *toy_run_args(files, run, **options)]
+    training = [sys.executable, "-m", "vanilla_training.cli.train", *toy_run_args(files, run, **options)]
     subprocess.run(training, check=True, capture_output=True, timeout=400, cwd=EXPERIMENTS.parent)
     done = run_script("bleu_vs_time.py", str(run), "--steps", "10,20", "--average-last", "2", "--test-file",
                       str(files["test"]))  # fmt: skip

@@ -34,7 +34,7 @@ def _run_args(output: Path, corpus: dict[str, Path], **options) -> list[str]:
 
 
 def _train(output: Path, corpus: dict[str, Path], **options) -> subprocess.Popen:
-    command = [sys.executable, "-m", "vanilla_training.train", *_run_args(output, corpus, **options)]
+    command = [sys.executable, "-m", "vanilla_training.cli.train", *_run_args(output, corpus, **options)]
     return subprocess.Popen(command, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
 
 
@@ -101,7 +101,7 @@ def save_and_die_half_way(obj, path, *args, **kwargs):
         os.kill(os.getpid(), signal.SIGKILL)
     return save(obj, path, *args, **kwargs)
 torch.save = save_and_die_half_way
-from vanilla_training.train import main
+from vanilla_training.cli.train import main
 main(sys.argv[1:])
 """
 
@@ -138,7 +138,7 @@ def test_damaged_checkpoints_are_refused_by_name(tmp_path, corpus):
     (run / "checkpoint-5" / CHECKSUMS).unlink()
     with pytest.raises(CorruptCheckpointError, match="no checksums.json"):
         verify_checkpoint(run / "checkpoint-5")
-    resume = [sys.executable, "-m", "vanilla_training.train"]
+    resume = [sys.executable, "-m", "vanilla_training.cli.train"]
     resume += _run_args(run, corpus, resume_from_checkpoint=checkpoint)
     done = subprocess.run(resume, env=ENV, capture_output=True, text=True, timeout=300)
     assert done.returncode != 0 and "CorruptCheckpointError" in done.stderr and "is truncated" in done.stderr
@@ -152,7 +152,7 @@ def _children(pid: int) -> list[int]:
 def test_a_data_parallel_job_losing_a_process_stops_with_an_error_and_resumes(tmp_path, corpus):
     run = tmp_path / "run"
     command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2", "--master_port",
-               str(free_port()), "-m", "vanilla_training.train", *_run_args(run, corpus)]  # fmt: skip
+               str(free_port()), "-m", "vanilla_training.cli.train", *_run_args(run, corpus)]  # fmt: skip
     process = subprocess.Popen(command, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     _wait_for(run / "checkpoint-10", process)
     workers = _children(process.pid)
@@ -165,7 +165,7 @@ def test_a_data_parallel_job_losing_a_process_stops_with_an_error_and_resumes(tm
     assert "SIGKILL" in stderr or "Signal 9" in stderr or "exitcode  : -9" in stderr, stderr[-3000:]
     assert not (run / "final").exists()
     options = {"gradient_accumulation_steps": 2, "resume_from_checkpoint": "last"}
-    resume = [sys.executable, "-m", "vanilla_training.train", *_run_args(run, corpus, **options)]
+    resume = [sys.executable, "-m", "vanilla_training.cli.train", *_run_args(run, corpus, **options)]
     done = subprocess.run(resume, env=ENV, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     assert (run / "final" / "model.safetensors").is_file()

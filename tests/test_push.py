@@ -18,7 +18,7 @@ from huggingface_hub import ModelCard
 from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
 from vanilla_training.card import PLACEHOLDER_ID, fill_template, render_card
-from vanilla_training.train import main
+from vanilla_training.cli.train import main
 
 from helpers import toy_run_args, write_toy_corpus
 from hub_server import FakeHub

@@ -9,8 +9,8 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from vanilla_training import checkpoints, train
-from vanilla_training.train import main, parse_args
+from vanilla_training import checkpoints, precision, train
+from vanilla_training.cli.train import main, parse_args
 
 from helpers import toy_run_args, write_toy_corpus
 
@@ -110,16 +110,16 @@ def test_help_shows_each_recipe_option_in_every_preset(capsys):
 def test_native_bfloat16_is_read_from_the_cpu_flags(tmp_path, flags, native):
     cpuinfo = tmp_path / "cpuinfo"
     cpuinfo.write_text(f"processor\t: 0\nflags\t\t: {flags}\n\nprocessor\t: 1\nflags\t\t: {flags}\n")
-    assert train.native_bf16_cpu(cpuinfo) is native
+    assert precision.native_bf16_cpu(cpuinfo) is native
     arm = tmp_path / "arm"
     arm.write_text("processor\t: 0\nFeatures\t: fp asimd sve bf16\n")
-    assert train.native_bf16_cpu(arm) and not train.native_bf16_cpu(tmp_path / "absent")
+    assert precision.native_bf16_cpu(arm) and not precision.native_bf16_cpu(tmp_path / "absent")
 
 
 def test_auto_precision_follows_the_cpu(monkeypatch):
-    monkeypatch.setattr(train.torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(precision.torch.cuda, "is_available", lambda: False)
     for native, expected in ((True, "bf16"), (False, "fp32")):
-        monkeypatch.setattr(train, "native_bf16_cpu", lambda native=native: native)
+        monkeypatch.setattr(precision, "native_bf16_cpu", lambda native=native: native)
         assert parse_args(["--output-dir", "unused"]).precision == expected
         assert parse_args(["--output-dir", "unused", "--fp32"]).precision == "fp32"
         assert parse_args(["--output-dir", "unused", "--bf16"]).precision == "bf16"
@@ -164,12 +164,11 @@ def test_a_sentence_over_the_translation_budget_is_translated_alone(monkeypatch)
 
 
 def test_report_to_reaches_the_trainer_and_training_attention_follows_the_precision(monkeypatch):
-    args = parse_args(["--output-dir", "unused", "--report-to", "tensorboard,wandb"])
-    run = train.run_recipe(args)
-    assert train.training_arguments(args, run, d_model=128, sentences_per_batch=8).report_to == ["tensorboard", "wandb"]
-    args = parse_args(["--output-dir", "unused"])
-    assert train.training_arguments(args, run, d_model=128, sentences_per_batch=8).report_to == []  # "none"
-    monkeypatch.setattr(train.torch.cuda, "is_available", lambda: False)
-    assert (train.training_attention("bf16"), train.training_attention("fp32")) == ("eager", None)
-    monkeypatch.setattr(train.torch.cuda, "is_available", lambda: True)
-    assert train.training_attention("bf16") is None  # on a GPU the fused kernels are fast in bf16
+    job = parse_args(["--output-dir", "unused", "--report-to", "tensorboard,wandb"])
+    assert train.training_arguments(job, d_model=128, sentences_per_batch=8).report_to == ["tensorboard", "wandb"]
+    job = parse_args(["--output-dir", "unused"])
+    assert train.training_arguments(job, d_model=128, sentences_per_batch=8).report_to == []  # "none"
+    monkeypatch.setattr(precision.torch.cuda, "is_available", lambda: False)
+    assert (precision.training_attention("bf16"), precision.training_attention("fp32")) == ("eager", None)
+    monkeypatch.setattr(precision.torch.cuda, "is_available", lambda: True)
+    assert precision.training_attention("bf16") is None  # on a GPU the fused kernels are fast in bf16

@@ -23,9 +23,9 @@ from vanilla_training import recipe
 from vanilla_training.average_checkpoints import average_checkpoints
 from vanilla_training.batching import TokenBudgetBatchSampler
 from vanilla_training.cli.average_checkpoints import main as average_main
+from vanilla_training.cli.train import main
 from vanilla_training.evaluation import corpus_bleu
 from vanilla_training.tokenizer import train_joint_bpe
-from vanilla_training.train import main
 from vanilla_training.trainer import TranslationTrainer
 
 from helpers import WORDS, fine_tune_args, free_port, tiny_model, toy_pairs, toy_run_args, write_toy_corpus
@@ -189,8 +189,8 @@ def test_two_processes_give_the_weights_of_one_with_the_same_global_batch(tmp_pa
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     one, two = tmp_path / "one", tmp_path / "two"
     single = toy_run_args(files, one, **options, gradient_accumulation_steps=2)
-    subprocess.run([sys.executable, "-m", "vanilla_training.train", *single], check=True, env=env, timeout=600)
-    parallel = [*LAUNCHERS[launcher], str(free_port()), "-m", "vanilla_training.train"]
+    subprocess.run([sys.executable, "-m", "vanilla_training.cli.train", *single], check=True, env=env, timeout=600)
+    parallel = [*LAUNCHERS[launcher], str(free_port()), "-m", "vanilla_training.cli.train"]
     parallel += toy_run_args(files, two, **options)
     done = subprocess.run(parallel, env=env, timeout=600, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-3000:]
@@ -473,7 +473,7 @@ def train_and_report(self, *args, **kwargs):
     print(f"process {os.environ['RANK']} stopped at step {self.state.global_step}", flush=True)
     return output
 trainer.TranslationTrainer.train = train_and_report
-from vanilla_training.train import main
+from vanilla_training.cli.train import main
 main(sys.argv[1:])
 sys.stdout.flush()
 os._exit(0)

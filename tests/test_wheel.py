@@ -173,7 +173,7 @@ def test_model_pipeline_converter_and_exporter_run_from_the_installed_wheel(inst
 
 def test_training_runs_from_the_installed_wheel_with_its_card_and_bleu(installed, tmp_path):
     _write_toy_data(tmp_path)
-    args = ["-m", "vanilla_training.train", *TOY_TRAINING, "--test-limit", "5"]
+    args = ["-m", "vanilla_training.cli.train", *TOY_TRAINING, "--test-limit", "5"]
     done = _run(installed, args, cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-4000:]
     assert "test BLEU" in done.stdout

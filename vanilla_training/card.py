@@ -1,7 +1,7 @@
 """The model card: `hub_card.md` (in this package, so that it ships in the wheel) filled with a training run's
 real values.
 
-Values come from the folder written by `vanilla_training.train`: `training_results.json`, `config.json` and
+Values come from the folder written by `vanilla-train`: `training_results.json`, `config.json` and
 `tokenizer_config.json`. A value the card needs and the folder lacks is an error that names it; nothing is guessed.
 """
 
@@ -61,7 +61,7 @@ def required_value(source: dict[str, Any], path: str, where: str) -> Any:
 
 def data_description(results: dict[str, Any]) -> tuple[str | None, str, str, str]:
     """(Hub dataset id or None, model-index type, name, markdown paragraph) of the training data that
-    `vanilla_training.train` recorded in `results`. Only a `datasets` dataset named by a Hub id is a Hub dataset: the
+    `vanilla-train` recorded in `results`. Only a `datasets` dataset named by a Hub id is a Hub dataset: the
     built-in corpus and the user's files are not, and the card's `datasets:` list must name Hub datasets only."""
     result = partial(required_value, results, where="training_results.json")
     source, target = result("languages.source"), result("languages.target")
@@ -86,7 +86,7 @@ def data_description(results: dict[str, Any]) -> tuple[str | None, str, str, str
         files = result("data.files")
         listed = ", ".join(f"{split} `{name}`" for split, name in files.items())
         paragraph = (
-            f"The files given to `vanilla_training.train` ({listed}), one pair per line. The run does not record their "
+            f"The files given to `vanilla-train` ({listed}), one pair per line. The run does not record their "
             "provenance or licence: ask the model's author."
         )
         return None, files["train"], files["train"], paragraph

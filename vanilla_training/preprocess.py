@@ -8,6 +8,7 @@ computing them again.
 """
 
 import csv
+import dataclasses
 import hashlib
 from collections.abc import Iterator
 from itertools import compress
@@ -233,3 +234,24 @@ def data_origin(pair: str, files: dict[str, str] | None, dataset_name: str | Non
     if dataset_name:
         return {"corpus": "dataset", "name": dataset_name, "config": dataset_config}
     return {"corpus": "built-in", "pair": pair}
+
+
+@dataclasses.dataclass(frozen=True)
+class DataSource:
+    """Where a run's sentence pairs come from, resolved once from the command line: the user's `files` (split ->
+    path), a `datasets` dataset, or else the built-in corpus of `pair`; `source` and `target` name the languages
+    (the columns of files and datasets)."""
+
+    source: str
+    target: str
+    pair: str = "en-de"
+    files: dict[str, str] | None = None
+    dataset_name: str | None = None
+    dataset_config: str | None = None
+
+    def load_splits(self) -> datasets.DatasetDict:
+        return load_splits(self.pair, self.files, self.dataset_name, self.dataset_config)
+
+    def origin(self) -> dict:
+        """Where the data comes from, for the model card."""
+        return data_origin(self.pair, self.files, self.dataset_name, self.dataset_config)

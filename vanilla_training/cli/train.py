@@ -1,0 +1,190 @@
+"""Train a translator with the paper's recipe (section 5) on transformers' `Seq2SeqTrainer`.
+
+    vanilla-train --preset demo --output-dir runs/demo           # minutes on 2 CPU cores
+    vanilla-train --preset base --pair en-de --output-dir runs/base
+    torchrun --nproc_per_node 2 -m vanilla_training.cli.train --preset demo ...   # data-parallel, same command
+
+The recipe: Adam (beta 0.9/0.98, eps 1e-9), lr = d_model^-0.5 * min(step^-0.5, step * warmup^-1.5), label
+smoothing 0.1, dropout 0.1, batches of about `max_tokens` tokens of sentences of similar length, checkpoint
+averaging of the last N checkpoints, and test BLEU with beam 4, length penalty 0.6, output length input + 50.
+The run folder ends up Hub-ready: model, tokenizer, generation config, code, metrics and a plot, and `final/` holds
+the model card (`README.md`); `vanilla-push` uploads it.
+"""
+
+import argparse
+import dataclasses
+import json
+import os
+import sys
+
+from accelerate import PartialState
+
+from modeling_vanilla import PRESETS, VanillaForConditionalGeneration
+
+from .. import recipe
+from ..precision import PRECISIONS, mixed_precision_problem, resolve_precision
+from ..preprocess import DataSource
+from ..train import ModelFactory, TrainingJob, train
+
+GROUPS = ("data", "model", "recipe", "precision and speed", "evaluation", "output")
+
+
+def preset_values(name: str) -> str:
+    """A recipe field's value in every preset, for --help: "demo 2000, base 100000, big 300000"."""
+    values = {preset: getattr(run, name) for preset, run in recipe.RECIPES.items()}
+    return ", ".join(f"{preset} {'none' if value is None else value}" for preset, value in values.items())
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="vanilla-train", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    groups = {name: parser.add_argument_group(name) for name in GROUPS}
+    data, model, run, speed, evaluation, output = groups.values()
+    data.add_argument("--pair", default="en-de", choices=["en-de", "en-fr"], help="built-in corpus (default: en-de)")
+    data.add_argument("--source-lang", default="en", help="source column or language code (default: en)")
+    data.add_argument("--target-lang", help="target column or language code (default: the second language of --pair)")
+    data.add_argument("--train-file", help="JSONL ({'translation': {src: ..., tgt: ...}} per line) or CSV")
+    data.add_argument("--validation-file", help="needed with --train-file (same layouts)")
+    data.add_argument("--test-file", help="optional; test BLEU and the model card need a test split")
+    data.add_argument("--dataset-name", help="a `datasets` dataset name instead of files")
+    data.add_argument("--dataset-config", help="its configuration")
+    data.add_argument("--num-proc", type=int, help="processes that tokenize the data (default: one)")
+    run.add_argument("--preset", choices=sorted(recipe.RECIPES), default="demo", help="the recipe (default: demo)")
+    model.add_argument("--size", choices=sorted(PRESETS), help="a named model size (default: the recipe's)")
+    model.add_argument("--model-config", type=json.loads, default={}, help="JSON overriding the model size's fields")
+    model.add_argument("--model-name-or-path", help="fine-tune this model (folder or Hub id) with its tokenizer")
+    model.add_argument("--tokenizer", help="an existing tokenizer folder instead of training a joint BPE")
+    model.add_argument(
+        "--tokenizer-sample",
+        type=int,
+        default=1_000_000,
+        help="train the joint BPE on at most this many pairs, drawn at random (default: 1,000,000)",
+    )
+    for field in dataclasses.fields(recipe.Recipe):
+        if "group" not in field.metadata:
+            continue  # size: --size
+        choices = recipe.SELECTIONS if field.name == "selection" else None
+        kind = str if choices else float if field.name == "dropout" else field.type
+        groups[field.metadata["group"]].add_argument(
+            f"--{field.name.replace('_', '-')}",
+            type=kind,
+            choices=choices,
+            help=f"{field.metadata['help']} ({preset_values(field.name)})",
+        )
+    run.add_argument("--seed", type=int, default=1, help="seed of the weights, the data order and dropout (default: 1)")
+    run.add_argument("--resume-from-checkpoint", help="a checkpoint folder, or 'last' for the newest one")
+    precision = speed.add_mutually_exclusive_group()
+    precision.add_argument(
+        "--precision",
+        choices=PRECISIONS,
+        default="auto",
+        help="auto (the default): bf16 mixed precision on a GPU or CPU with native bfloat16 (AVX512-BF16, AMX, "
+        "Arm BF16), else fp32; bf16 also works on other CPUs, slowly; fp16 needs a CUDA GPU",
+    )
+    precision.add_argument("--fp32", dest="precision", action="store_const", const="fp32", help="--precision fp32")
+    precision.add_argument("--bf16", dest="precision", action="store_const", const="bf16", help="--precision bf16")
+    precision.add_argument("--fp16", dest="precision", action="store_const", const="fp16", help="--precision fp16")
+    speed.add_argument("--torch-compile", action="store_true", help="train the model under torch.compile")
+    evaluation.add_argument("--test-beams", type=int, help="beam size for the test set (default: the paper's, 4)")
+    evaluation.add_argument("--test-limit", type=int, help="translate only the first N test sentences")
+    evaluation.add_argument("--show", type=int, default=5, help="test translations printed next to their references")
+    output.add_argument("--output-dir", required=True, help="run folder: checkpoints, final model, metrics, plot")
+    output.add_argument(
+        "--keep-checkpoints", action="store_true", help="keep every checkpoint (default: those averaged, or resumed)"
+    )
+    output.add_argument(
+        "--report-to",
+        default="none",
+        help="experiment trackers of the Trainer, comma-separated: tensorboard, wandb, mlflow, ... (default: none)",
+    )
+    return parser
+
+
+def run_recipe(args: argparse.Namespace) -> recipe.Recipe:
+    """The preset's recipe with the command line's overrides."""
+    fields = {field.name for field in dataclasses.fields(recipe.Recipe)}
+    overrides = {name: value for name, value in vars(args).items() if name in fields and value is not None}
+    return dataclasses.replace(recipe.RECIPES[args.preset], **overrides)
+
+
+def data_source(args: argparse.Namespace) -> DataSource:
+    """Where the run's pairs come from: the files, a `datasets` dataset, or the built-in corpus of `--pair`."""
+    files = None
+    if args.train_file:
+        named = {"train": args.train_file, "validation": args.validation_file, "test": args.test_file}
+        files = {split: path for split, path in named.items() if path}
+    return DataSource(
+        source=args.source_lang,
+        target=args.target_lang or args.pair.split("-")[1],
+        pair=args.pair,
+        files=files,
+        dataset_name=args.dataset_name,
+        dataset_config=args.dataset_config,
+    )
+
+
+def parse_args(argv: list[str] | None = None) -> TrainingJob:
+    """The job the command line asks for, every option checked before anything is written."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    new_model = [name for name in ("size", "vocab_size", "dropout") if getattr(args, name) is not None]
+    new_model += ["model_config"] if args.model_config else []
+    if args.model_name_or_path and new_model:
+        parser.error(
+            f"--model-name-or-path fine-tunes an existing model with its own size and tokenizer; "
+            f"{', '.join('--' + name.replace('_', '-') for name in new_model)} would be ignored"
+        )
+    if args.train_file and not args.validation_file:
+        parser.error("--train-file needs --validation-file (validation loss and BLEU are measured on it)")
+    try:
+        run = run_recipe(args)
+    except ValueError as error:
+        parser.error(f"--preset {args.preset} with these options: {error}")
+    precision = resolve_precision(args.precision)
+    if problem := mixed_precision_problem(precision):
+        parser.error(problem)
+    return TrainingJob(
+        output_dir=args.output_dir,
+        data=data_source(args),
+        preset=args.preset,
+        recipe=run,
+        seed=args.seed,
+        precision=precision,
+        precision_asked=args.precision,
+        model_config=args.model_config,
+        model_name_or_path=args.model_name_or_path,
+        tokenizer=args.tokenizer,
+        tokenizer_sample=args.tokenizer_sample,
+        num_proc=args.num_proc,
+        resume_from_checkpoint=args.resume_from_checkpoint,
+        keep_checkpoints=args.keep_checkpoints,
+        report_to=args.report_to.split(","),
+        torch_compile=args.torch_compile,
+        test_beams=args.test_beams,
+        test_limit=args.test_limit,
+        show=args.show,
+    )
+
+
+def main(argv: list[str] | None = None, model_factory: ModelFactory = VanillaForConditionalGeneration) -> dict:
+    """Runs the job the command line asks for and returns the results written to `final/training_results.json`.
+    `model_factory` lets an experiment train another implementation (MarianMTModel) under exactly the same recipe."""
+    return train(parse_args(argv), model_factory)
+
+
+def console_main() -> None:
+    """`vanilla-train`: the run, then the end of the process."""
+    main()
+    if PartialState().num_processes > 1:
+        # A data-parallel process ends without running destructors, its files written and its output flushed: in
+        # torch 2.13 a gloo process group's own teardown at exit can abort ("terminate called without an active
+        # exception") or hang (py-spy: ~ProcessGroupGloo, reached from DDP's Reducer, joins its worker thread while
+        # holding the GIL, and the worker waits for the GIL to free the tensors of its last work).
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
+
+
+if __name__ == "__main__":
+    console_main()
