@@ -446,11 +446,13 @@ def final_checkpoints(trainer: TranslationTrainer, run: recipe.Recipe) -> list[s
 
 
 def averaged_model(model: PreTrainedModel, chosen: list[str]) -> PreTrainedModel:
-    """The average of the `chosen` checkpoints, or `model` if there is at most one."""
-    if len(chosen) <= 1:
-        return model
-    print(f"averaged {len(chosen)} checkpoints: {', '.join(Path(c).name for c in chosen)}")
-    return average_checkpoints(chosen)
+    """The mean of the `chosen` checkpoints' weights (one checkpoint: its own), read from disk and placed where
+    `model` is. Never the in-memory `model` itself: that holds the last step's weights, which the checkpoints
+    chosen around the best evaluation may not include."""
+    if not chosen:
+        raise FileNotFoundError("training saved no checkpoint to take the final weights from")
+    print(f"averaged {len(chosen)} checkpoint(s): {', '.join(Path(c).name for c in chosen)}")
+    return average_checkpoints(chosen).to(model.device)
 
 
 # ---------------------------------------------------------------------------------------------------------------
