@@ -2,6 +2,7 @@
 and stops after `patience` evaluations without a better one; and the recipe options that choose it are checked."""
 
 import itertools
+import json
 import re
 from pathlib import Path
 
@@ -188,6 +189,7 @@ def mean_of_checkpoints(run: Path, names: list[str]) -> dict[str, torch.Tensor]:
 
 # (save_steps, eval_steps, average_last, validation BLEU at each evaluation, checkpoints the final model must average)
 SELECTIONS = {
+    "best-first-window-of-one": (10, 10, 1, [40.0, 10.0, 5.0], ["checkpoint-10"]),
     "best-first-window-shorter-than-asked": (10, 10, 3, [40.0, 10.0, 5.0], ["checkpoint-10"]),
     "best-in-the-middle-window-of-two": (5, 10, 2, [10.0, 40.0, 5.0], ["checkpoint-15", "checkpoint-20"]),
     "best-last-window-of-all": (5, 10, 6, [5.0, 10.0, 40.0], [f"checkpoint-{step}" for step in range(5, 31, 5)]),
@@ -199,6 +201,9 @@ SELECTIONS = {
 def test_the_final_model_is_the_mean_of_exactly_the_checkpoints_recorded(case, tmp_path, monkeypatch):
     save_steps, eval_steps, average_last, scores, expected = SELECTIONS[case]
     script_validation_bleu(monkeypatch, scores)
+    trainers = []
+    build_trainer = train.build_trainer
+    monkeypatch.setattr(train, "build_trainer", lambda *args: trainers.append(build_trainer(*args)) or trainers[-1])
     files = write_toy_corpus(tmp_path, {"train": 200, "validation": 8})
     run = tmp_path / "run"
     options = {"save_steps": save_steps, "eval_steps": eval_steps, "average_last": average_last, "max_steps": 30}
@@ -206,6 +211,8 @@ def test_the_final_model_is_the_mean_of_exactly_the_checkpoints_recorded(case, t
 
     best_step = 10 * (scores.index(max(scores)) + 1)
     assert (results["averaged"]["best_step"], results["averaged"]["checkpoints"]) == (best_step, expected)
+    last = [f"checkpoint-{step}" for step in range(save_steps, 31, save_steps)][-average_last:]  # to resume from
+    assert sorted(p.name for p in run.glob("checkpoint-*")) == sorted(set(expected) | set(last))
     final = load_file(run / "final" / "model.safetensors")
     mean = mean_of_checkpoints(run, expected)
     assert final.keys() == mean.keys()
@@ -214,3 +221,10 @@ def test_the_final_model_is_the_mean_of_exactly_the_checkpoints_recorded(case, t
     if "checkpoint-30" not in expected:  # and not the last step's weights (kept to resume from)
         last = load_file(run / "checkpoint-30" / "model.safetensors")
         assert any(not torch.allclose(final[key], last[key]) for key in final)
+    # The best checkpoint is named by its final path, in the live state and in every trainer_state.json saved
+    best = str(run / f"checkpoint-{best_step}")
+    assert trainers[0].state.best_model_checkpoint == best
+    for state in run.glob("checkpoint-*/trainer_state.json"):
+        recorded = json.loads(state.read_text())["best_model_checkpoint"]
+        assert recorded is None or checkpoints.STAGING not in recorded, state
+    assert json.loads((run / "checkpoint-30/trainer_state.json").read_text())["best_model_checkpoint"] == best
