@@ -62,7 +62,10 @@ def test_a_run_averages_around_its_best_evaluation_and_stops_after_its_patience(
     # better one, so training stops at step 80 (of 200).
     logged = [(e["step"], e["eval_bleu"]) for e in results["log_history"] if "eval_bleu" in e]
     assert logged == [(20, 5.0), (40, 40.0), (60, 20.0), (80, 30.0)]
-    assert results["steps"] == 80
+    assert (results["steps"], results["stopped_by"]) == (80, "patience")
+    card = (run / "final" / "README.md").read_text()
+    assert "80 steps (of 200; 2 evaluations without a better validation score ended the run)" in card
+    assert "budget" not in card
     averaged = results["averaged"]
     assert (averaged["best_step"], averaged["best_metric"]) == (40, 40.0)
     assert averaged["checkpoints"] == ["checkpoint-20", "checkpoint-30", "checkpoint-40"]  # average_last 3
@@ -211,6 +214,7 @@ def test_the_final_model_is_the_mean_of_exactly_the_checkpoints_recorded(case, t
 
     best_step = 10 * (scores.index(max(scores)) + 1)
     assert (results["averaged"]["best_step"], results["averaged"]["checkpoints"]) == (best_step, expected)
+    assert results["stopped_by"] == "max_steps"
     last = [f"checkpoint-{step}" for step in range(save_steps, 31, save_steps)][-average_last:]  # to resume from
     assert sorted(p.name for p in run.glob("checkpoint-*")) == sorted(set(expected) | set(last))
     final = load_file(run / "final" / "model.safetensors")

@@ -424,12 +424,21 @@ def resume_point(args: argparse.Namespace) -> str | None:
     return resume
 
 
+# What ended a run before its last step, as training_results.json records it ("stopped_by"), and as the log says it
+EARLY_STOPS = {
+    "patience": "{patience} evaluations without a better validation score (--patience)",
+    "time_budget": "the time budget of {max_train_minutes:g} minutes (--max-train-minutes; 0 for none)",
+}
+
+
 def stop_reason(trainer: TranslationTrainer, run: recipe.Recipe) -> str:
-    """Why a run ended before `run.max_steps`: its patience or its time budget."""
+    """What ended the run: "max_steps" (its last step), or a key of `EARLY_STOPS` (its patience, its time budget)."""
+    if trainer.state.global_step >= run.max_steps:
+        return "max_steps"
     patience = [c for c in trainer.callback_handler.callbacks if isinstance(c, PatienceCallback)]
     if patience and patience[0].early_stopping_patience_counter >= run.patience:
-        return f"{run.patience} evaluations without a better validation score (--patience)"
-    return f"the time budget of {run.max_train_minutes:g} minutes (--max-train-minutes; 0 for none)"
+        return "patience"
+    return "time_budget"
 
 
 def final_checkpoints(trainer: TranslationTrainer, run: recipe.Recipe) -> list[str]:
@@ -519,6 +528,7 @@ def run_results(
         "recipe": dataclasses.asdict(run),
         "seed": args.seed,
         "steps": trainer.state.global_step,
+        "stopped_by": stop_reason(trainer, run),
         "processes": trainer.args.world_size,
         "precision": args.precision,
         "averaged": {
@@ -565,8 +575,9 @@ def main(argv: list[str] | None = None, model_factory: ModelFactory = VanillaFor
     process.wait_for_everyone()  # every process has finished training; what follows is the first one's alone
     if not trainer.is_world_process_zero():
         return {}
-    if trainer.state.global_step < run.max_steps:
-        print(f"training ended at step {trainer.state.global_step:,} of {run.max_steps:,}: {stop_reason(trainer, run)}")
+    if (stopped_by := stop_reason(trainer, run)) != "max_steps":
+        reason = EARLY_STOPS[stopped_by].format(**dataclasses.asdict(run))
+        print(f"training ended at step {trainer.state.global_step:,} of {run.max_steps:,}: {reason}")
 
     model.set_attn_implementation(default_attention)
     chosen = final_checkpoints(trainer, run)
