@@ -113,6 +113,7 @@ def test_training_writes_a_card_with_the_runs_real_values(final):
     assert (chrf.metric_type, chrf.metric_value) == ("chrf", results["test"]["chrf"])
     assert chrf.metric_args["signature"] == results["test"]["chrf_signature"].replace('"', "")
     assert data.model_name == PLACEHOLDER_ID
+    assert results["stopped_by"] == "max_steps"
     environment = results["environment"]
     for fact in (
         f"Test BLEU **{results['test']['bleu']}** on 30 sentences",
@@ -155,6 +156,30 @@ def test_a_missing_value_is_an_error_naming_it(final, tmp_path, path):
     (tmp_path / "training_results.json").write_text(json.dumps(results))
     with pytest.raises(ValueError, match=re.escape(repr(path))):
         render_card(tmp_path, model_id=REPO)
+
+
+@pytest.mark.parametrize(
+    ("stopped_by", "sentence"),
+    [
+        ("patience", "40 steps (of 150; 3 evaluations without a better validation score ended the run)"),
+        ("time_budget", "40 steps (of 150; the 10-minute training budget ended the run)"),
+        (None, "the model card needs 'stopped_by'"),
+        ("max_steps", "training_results.json says 'max_steps' ended a run of 40 of 150 steps"),
+    ],
+)
+def test_the_card_says_what_ended_a_run_before_its_last_step(final, tmp_path, stopped_by, sentence):
+    for name in ("config.json", "tokenizer_config.json"):
+        shutil.copy(final / name, tmp_path / name)
+    results = json.loads((final / "training_results.json").read_text())
+    results.update(steps=40, stopped_by=stopped_by)  # of 150, with a 10-minute budget
+    results["recipe"].update(patience=3, selection="best")
+    (tmp_path / "training_results.json").write_text(json.dumps(results))
+    if stopped_by in ("patience", "time_budget"):
+        card = render_card(tmp_path, model_id=REPO)
+        assert sentence in card and card.count("ended the run") == 1
+    else:
+        with pytest.raises(ValueError, match=re.escape(sentence)):
+            render_card(tmp_path, model_id=REPO)
 
 
 def test_a_run_without_validation_bleu_says_so_on_its_card(final, tmp_path):

@@ -2,6 +2,7 @@
 and stops after `patience` evaluations without a better one; and the recipe options that choose it are checked."""
 
 import itertools
+import json
 import re
 from pathlib import Path
 
@@ -40,13 +41,18 @@ def test_pruning_keeps_the_last_checkpoints_and_those_ending_at_the_best(tmp_pat
     assert sorted(int(p.name.split("-")[1]) for p in tmp_path.iterdir()) == [90, 100]
 
 
+def script_validation_bleu(monkeypatch: pytest.MonkeyPatch, scores: list[float]) -> None:
+    """Each evaluation's validation BLEU is the next of `scores`."""
+    scripted = iter(scores)
+    monkeypatch.setattr("vanilla_training.trainer.corpus_bleu", lambda *args: {"score": next(scripted)})
+
+
 SCRIPTED_BLEU = [5.0, 40.0, 20.0, 30.0, 10.0, 50.0]  # best at the 2nd evaluation, then two evaluations worse
 
 
 @pytest.mark.slow
 def test_a_run_averages_around_its_best_evaluation_and_stops_after_its_patience(tmp_path, monkeypatch):
-    scores = iter(SCRIPTED_BLEU)
-    monkeypatch.setattr("vanilla_training.trainer.corpus_bleu", lambda predictions, references: {"score": next(scores)})
+    script_validation_bleu(monkeypatch, SCRIPTED_BLEU)
     files = write_toy_corpus(tmp_path, {"train": 400, "validation": 20, "test": 10})
     run = tmp_path / "run"
     options = {"selection": "best", "patience": 2, "eval_steps": 20, "save_steps": 10, "max_steps": 200, "show": 0}
@@ -56,7 +62,10 @@ def test_a_run_averages_around_its_best_evaluation_and_stops_after_its_patience(
     # better one, so training stops at step 80 (of 200).
     logged = [(e["step"], e["eval_bleu"]) for e in results["log_history"] if "eval_bleu" in e]
     assert logged == [(20, 5.0), (40, 40.0), (60, 20.0), (80, 30.0)]
-    assert results["steps"] == 80
+    assert (results["steps"], results["stopped_by"]) == (80, "patience")
+    card = (run / "final" / "README.md").read_text()
+    assert "80 steps (of 200; 2 evaluations without a better validation score ended the run)" in card
+    assert "budget" not in card
     averaged = results["averaged"]
     assert (averaged["best_step"], averaged["best_metric"]) == (40, 40.0)
     assert averaged["checkpoints"] == ["checkpoint-20", "checkpoint-30", "checkpoint-40"]  # average_last 3
@@ -172,3 +181,53 @@ def test_report_to_reaches_the_trainer_and_training_attention_follows_the_precis
     assert (precision.training_attention("bf16"), precision.training_attention("fp32")) == ("eager", None)
     monkeypatch.setattr(precision.torch.cuda, "is_available", lambda: True)
     assert precision.training_attention("bf16") is None  # on a GPU the fused kernels are fast in bf16
+
+
+def mean_of_checkpoints(run: Path, names: list[str]) -> dict[str, torch.Tensor]:
+    """The mean of the checkpoints' weights, computed here in float64 from their safetensors files."""
+    states = [load_file(run / name / "model.safetensors") for name in names]
+    return {key: torch.stack([state[key].double() for state in states]).mean(0).float() for key in states[0]}
+
+
+# (save_steps, eval_steps, average_last, validation BLEU at each evaluation, checkpoints the final model must average)
+SELECTIONS = {
+    "best-first-window-of-one": (10, 10, 1, [40.0, 10.0, 5.0], ["checkpoint-10"]),
+    "best-first-window-shorter-than-asked": (10, 10, 3, [40.0, 10.0, 5.0], ["checkpoint-10"]),
+    "best-in-the-middle-window-of-two": (5, 10, 2, [10.0, 40.0, 5.0], ["checkpoint-15", "checkpoint-20"]),
+    "best-last-window-of-all": (5, 10, 6, [5.0, 10.0, 40.0], [f"checkpoint-{step}" for step in range(5, 31, 5)]),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", SELECTIONS)
+def test_the_final_model_is_the_mean_of_exactly_the_checkpoints_recorded(case, tmp_path, monkeypatch):
+    save_steps, eval_steps, average_last, scores, expected = SELECTIONS[case]
+    script_validation_bleu(monkeypatch, scores)
+    trainers = []
+    build_trainer = train.build_trainer
+    monkeypatch.setattr(train, "build_trainer", lambda *args: trainers.append(build_trainer(*args)) or trainers[-1])
+    files = write_toy_corpus(tmp_path, {"train": 200, "validation": 8})
+    run = tmp_path / "run"
+    options = {"save_steps": save_steps, "eval_steps": eval_steps, "average_last": average_last, "max_steps": 30}
+    results = main(toy_run_args(files, run, selection="best", bleu_sentences=4, show=0, **options))
+
+    best_step = 10 * (scores.index(max(scores)) + 1)
+    assert (results["averaged"]["best_step"], results["averaged"]["checkpoints"]) == (best_step, expected)
+    assert results["stopped_by"] == "max_steps"
+    last = [f"checkpoint-{step}" for step in range(save_steps, 31, save_steps)][-average_last:]  # to resume from
+    assert sorted(p.name for p in run.glob("checkpoint-*")) == sorted(set(expected) | set(last))
+    final = load_file(run / "final" / "model.safetensors")
+    mean = mean_of_checkpoints(run, expected)
+    assert final.keys() == mean.keys()
+    for key, tensor in final.items():
+        torch.testing.assert_close(tensor, mean[key], rtol=1e-6, atol=1e-8, msg=key)
+    if "checkpoint-30" not in expected:  # and not the last step's weights (kept to resume from)
+        last = load_file(run / "checkpoint-30" / "model.safetensors")
+        assert any(not torch.allclose(final[key], last[key]) for key in final)
+    # The best checkpoint is named by its final path, in the live state and in every trainer_state.json saved
+    best = str(run / f"checkpoint-{best_step}")
+    assert trainers[0].state.best_model_checkpoint == best
+    for state in run.glob("checkpoint-*/trainer_state.json"):
+        recorded = json.loads(state.read_text())["best_model_checkpoint"]
+        assert recorded is None or checkpoints.STAGING not in recorded, state
+    assert json.loads((run / "checkpoint-30/trainer_state.json").read_text())["best_model_checkpoint"] == best

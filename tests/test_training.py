@@ -278,7 +278,7 @@ def test_a_time_budget_ends_training_at_the_step_it_runs_out_with_a_checkpoint(t
     run = tmp_path / "run"
     budget = {"size": "tiny", "model_config": "{}", "max_train_minutes": 1e-6, "bleu_sentences": 0, "show": 0}
     results = main(toy_run_args(files, run, **budget))  # 60 microseconds: over after the first step
-    assert results["steps"] == 1 and results["recipe"]["max_steps"] == 150
+    assert (results["steps"], results["recipe"]["max_steps"], results["stopped_by"]) == (1, 150, "time_budget")
     assert [path.name for path in run.glob("checkpoint-*")] == ["checkpoint-1"]  # saved where it stopped
     printed = capsys.readouterr()
     assert "training ended at step 1 of 150: the time budget of 1e-06 minutes" in printed.out

@@ -120,6 +120,23 @@ def averaging(results: dict[str, Any]) -> str:
     return f"The final weights average {chosen} ending at the evaluation of best validation {metric} ({best})."
 
 
+def stopped_early(results: dict[str, Any]) -> str:
+    """What ended a run before its last step (`stopped_by` in training_results.json), as " (of N; ...)"; nothing
+    for a run that trained every step."""
+    result = partial(required_value, results, where="training_results.json")
+    trained, planned = result("steps"), result("recipe.max_steps")
+    if trained >= planned:
+        return ""
+    stopped_by = result("stopped_by")
+    if stopped_by == "patience":
+        reason = f"{plural(result('recipe.patience'), 'evaluation')} without a better validation score ended the run"
+    elif stopped_by == "time_budget":
+        reason = f"the {result('recipe.max_train_minutes'):g}-minute training budget ended the run"
+    else:
+        raise ValueError(f"training_results.json says {stopped_by!r} ended a run of {trained:,} of {planned:,} steps")
+    return f" (of {planned:,}; {reason})"
+
+
 def training_values(results: dict[str, Any]) -> dict[str, Any]:
     """The card's values about the recipe, the hardware and the last logged losses and BLEU."""
     result = partial(required_value, results, where="training_results.json")
@@ -151,10 +168,7 @@ def training_values(results: dict[str, Any]) -> dict[str, Any]:
     if results["environment"].get("gpu"):
         hardware += f", GPU {results['environment']['gpu']}"
     tokens_per_step = result("recipe.max_tokens") * result("recipe.gradient_accumulation_steps") * processes
-    trained, planned = result("steps"), result("recipe.max_steps")
-    steps = f"{trained:,} steps"
-    if trained < planned:
-        steps += f" (of {planned:,}; the {result('recipe.max_train_minutes'):g}-minute training budget ended the run)"
+    steps = f"{result('steps'):,} steps" + stopped_early(results)
     recipe = ("lr_scale", "warmup_steps", "max_tokens", "max_length", "label_smoothing")
     return {
         **{name: result(f"recipe.{name}") for name in recipe},

@@ -251,12 +251,21 @@ def resume_point(job: TrainingJob) -> str | None:
     return resume
 
 
+# What ended a run before its last step, as training_results.json records it ("stopped_by"), and as the log says it
+EARLY_STOPS = {
+    "patience": "{patience} evaluations without a better validation score (--patience)",
+    "time_budget": "the time budget of {max_train_minutes:g} minutes (--max-train-minutes; 0 for none)",
+}
+
+
 def stop_reason(trainer: TranslationTrainer, run: recipe.Recipe) -> str:
-    """Why a run ended before `run.max_steps`: its patience or its time budget."""
+    """What ended the run: "max_steps" (its last step), or a key of `EARLY_STOPS` (its patience, its time budget)."""
+    if trainer.state.global_step >= run.max_steps:
+        return "max_steps"
     patience = [c for c in trainer.callback_handler.callbacks if isinstance(c, PatienceCallback)]
     if patience and patience[0].early_stopping_patience_counter >= run.patience:
-        return f"{run.patience} evaluations without a better validation score (--patience)"
-    return f"the time budget of {run.max_train_minutes:g} minutes (--max-train-minutes; 0 for none)"
+        return "patience"
+    return "time_budget"
 
 
 def final_checkpoints(trainer: TranslationTrainer, run: recipe.Recipe) -> list[str]:
@@ -273,11 +282,14 @@ def final_checkpoints(trainer: TranslationTrainer, run: recipe.Recipe) -> list[s
 
 
 def averaged_model(model: PreTrainedModel, chosen: list[str]) -> PreTrainedModel:
-    """The average of the `chosen` checkpoints, or `model` if there is at most one."""
-    if len(chosen) <= 1:
-        return model
-    print(f"averaged {len(chosen)} checkpoints: {', '.join(Path(c).name for c in chosen)}")
-    return average_checkpoints(chosen)
+    """The mean of the `chosen` checkpoints' weights (one checkpoint: its own), read from disk and placed where
+    `model` is. Never the in-memory `model` itself: that holds the last step's weights, which the checkpoints
+    chosen around the best evaluation may not include."""
+    if not chosen:
+        raise FileNotFoundError("training saved no checkpoint to take the final weights from")
+    names = ", ".join(Path(c).name for c in chosen)
+    print(f"averaged {len(chosen)} checkpoints: {names}" if len(chosen) > 1 else f"the final model is {names}")
+    return average_checkpoints(chosen).to(model.device)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -341,6 +353,7 @@ def run_results(
         "recipe": dataclasses.asdict(run),
         "seed": job.seed,
         "steps": trainer.state.global_step,
+        "stopped_by": stop_reason(trainer, run),
         "processes": trainer.args.world_size,
         "precision": job.precision,
         "averaged": {
@@ -386,8 +399,9 @@ def train(job: TrainingJob, model_factory: ModelFactory = VanillaForConditionalG
     process.wait_for_everyone()  # every process has finished training; what follows is the first one's alone
     if not trainer.is_world_process_zero():
         return {}
-    if trainer.state.global_step < run.max_steps:
-        print(f"training ended at step {trainer.state.global_step:,} of {run.max_steps:,}: {stop_reason(trainer, run)}")
+    if (stopped_by := stop_reason(trainer, run)) != "max_steps":
+        reason = EARLY_STOPS[stopped_by].format(**dataclasses.asdict(run))
+        print(f"training ended at step {trainer.state.global_step:,} of {run.max_steps:,}: {reason}")
 
     model.set_attn_implementation(default_attention)
     chosen = final_checkpoints(trainer, run)

@@ -11,6 +11,7 @@ from torch.optim.lr_scheduler import LambdaLR
 from torch.utils.data import DataLoader
 from tqdm.auto import tqdm
 from transformers import EarlyStoppingCallback, ProgressCallback, Seq2SeqTrainer, TrainerCallback
+from transformers.trainer import TRAINER_STATE_NAME
 
 from . import checkpoints
 from .batching import TokenBudgetBatchSampler
@@ -120,7 +121,8 @@ class TranslationTrainer(Seq2SeqTrainer):
     def _save_checkpoint(self, model, trial) -> None:
         """transformers' checkpoint, written under `.staging/`, checksummed, then renamed into place (see
         `checkpoints`). transformers writes a checkpoint file by file in place, and no public hook can make
-        that write atomic: a run killed while saving would leave a half-written checkpoint."""
+        that write atomic: a run killed while saving would leave a half-written checkpoint. The Trainer's state,
+        live and in the checkpoint's `trainer_state.json`, names the best checkpoint by its final path."""
         run_dir = Path(self._get_output_dir(trial))
         name = f"checkpoint-{self.state.global_step}"
         output_dir, limit = self.args.output_dir, self.args.save_total_limit
@@ -129,14 +131,26 @@ class TranslationTrainer(Seq2SeqTrainer):
             super()._save_checkpoint(model, trial)
         finally:
             self.args.output_dir, self.args.save_total_limit = output_dir, limit
+        if self.state.best_model_checkpoint is not None:  # transformers named it where it wrote it: under .staging/
+            self.state.best_model_checkpoint = str(run_dir / Path(self.state.best_model_checkpoint).name)
         self.accelerator.wait_for_everyone()  # every process has written its part (e.g. its RNG state)
         if self.args.should_save:
+            self.state.save_to_json(str(run_dir / checkpoints.STAGING / name / TRAINER_STATE_NAME))  # the final name
             checkpoints.write_checksums(run_dir / checkpoints.STAGING / name)
             checkpoints.commit(run_dir / checkpoints.STAGING / name, run_dir / name)
             if limit:
                 best = self.state.best_global_step if self.args.metric_for_best_model else None
                 checkpoints.prune(run_dir, limit, best_step=best)
         self.accelerator.wait_for_everyone()
+
+    def _finalize_training(self, trial, num_train_samples, start_time):
+        """transformers' end of training, without its deletion, where `save_total_limit` is 1, of every checkpoint but
+        the best: `checkpoints.prune` keeps the last one as well, to resume from."""
+        limit, self.args.save_total_limit = self.args.save_total_limit, None
+        try:
+            return super()._finalize_training(trial, num_train_samples, start_time)
+        finally:
+            self.args.save_total_limit = limit
 
     def evaluate(self, eval_dataset=None, ignore_keys=None, metric_key_prefix: str = "eval", **gen_kwargs) -> dict:
         """Validation loss, then BLEU on a fixed sample of validation sentences (`eval_bleu`), decoded greedily
