@@ -21,7 +21,7 @@ from pathlib import Path
 from ..corpus import PAIRS, load_corpus, target_language
 from ..evaluation import corpus_bleu, corpus_chrf
 from ..preprocess import load_file, sentences
-from ..translator import load_translator, model_folder, recorded_languages
+from ..translator import LanguageMismatchError, load_translator, model_folder, recorded_languages, resolve_languages
 from .common import add_model_arguments, decoding_options, read_lines
 
 
@@ -29,11 +29,11 @@ def test_languages(args: argparse.Namespace, parser: argparse.ArgumentParser) ->
     """The languages of the test set (`--pair`, or `--test-file`'s columns: named, or those the model's training
     recorded), checked against the model's once; None for plain text files."""
     if args.pair:
-        languages = ("en", target_language(args.pair))
-        recorded = recorded_languages(args.model)
-        if recorded is not None and recorded != languages:
-            parser.error(f"{args.model} translates {'-'.join(recorded)}, not {args.pair}")
-        return languages
+        try:
+            resolve_languages(args.model, "en", target_language(args.pair))
+        except LanguageMismatchError as error:
+            parser.error(str(error))
+        return "en", target_language(args.pair)
     if args.test_file:
         if None not in (args.source_lang, args.target_lang):
             return args.source_lang, args.target_lang
