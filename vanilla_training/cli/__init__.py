@@ -1,0 +1,1 @@
+"""The command-line entry points of vanilla_training."""
