@@ -13,6 +13,7 @@ import itertools
 import json
 import os
 import sqlite3
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -39,11 +40,12 @@ VALIDATION_BOOKS = frozenset({17, 27, 62, 63, 64, 65})  # Esther, Daniel, 1-3 Jo
 TEST_BOOKS = frozenset({43, 44})  # John, Acts
 PSALMS = 19
 MIN_CHARS = 3
-LENGTH_RATIO = (0.5, 2.2)  # bounds on (len(target) + 10) / (len(source) + 10)
+LENGTH_RATIO = (0.5, 2.2)  # bounds on (len(target) + 10) / (len(source) + 10), times the pair's median ratio
 TEST_VERSIONS_FILE = "test_versions.jsonl"
-# Pairs whose held-out rows are leak-checked on the source side only, as when their splits were first published;
-# every other pair is checked on both sides. Checking the target side too would drop 3 en-de and 6 en-fr rows.
-SOURCE_SIDE_LEAK_CHECK = frozenset({"en-de", "en-fr"})
+# The pairs first published, whose splits stay as they were: their length bounds are LENGTH_RATIO itself (not
+# scaled by their median ratio) and their held-out rows are leak-checked on the source side only (the target side
+# too would drop 3 en-de and 6 en-fr rows). Every other pair uses the scaled bounds and checks both sides.
+FROZEN_PAIRS = frozenset({"en-de", "en-fr"})
 
 
 @dataclass(frozen=True)
@@ -194,6 +196,9 @@ def usable_pairs() -> list[str]:
     return [f"{a}-{b}" for a, b in itertools.permutations(free_languages(), 2)]
 
 
+PAIRS = tuple(usable_pairs())  # every pair that can be built, e.g. for an argparse choices list
+
+
 def file_sha256(path: Path) -> str:
     """The SHA-256 of a file's bytes, read in 1 MiB blocks."""
     digest = hashlib.sha256()
@@ -265,11 +270,23 @@ def _four_grams(normalised: str) -> set[tuple[str, ...]]:
     return {tuple(words[i : i + 4]) for i in range(len(words) - 3)}
 
 
-def _keep_pair(source: str, target: str) -> bool:
-    low, high = LENGTH_RATIO
-    return (
-        len(source) >= MIN_CHARS and len(target) >= MIN_CHARS and low <= (len(target) + 10) / (len(source) + 10) <= high
-    )
+def _length_ratio(source: str, target: str) -> float:
+    return (len(target) + 10) / (len(source) + 10)
+
+
+def _length_bounds(pair: str, source: dict, target: dict) -> tuple[float, float]:
+    """LENGTH_RATIO for a frozen pair; else LENGTH_RATIO times the median length ratio of the pair's verses, so
+    that scripts denser than the Latin alphabet (Korean, Chinese) keep their pairs."""
+    if pair in FROZEN_PAIRS:
+        return LENGTH_RATIO
+    ratios = [_length_ratio(source[key], target[key]) for key in source.keys() & target.keys()]
+    median = statistics.median(ratios) if ratios else 1.0
+    return LENGTH_RATIO[0] * median, LENGTH_RATIO[1] * median
+
+
+def _keep_pair(source: str, target: str, bounds: tuple[float, float] = LENGTH_RATIO) -> bool:
+    low, high = bounds
+    return len(source) >= MIN_CHARS and len(target) >= MIN_CHARS and low <= _length_ratio(source, target) <= high
 
 
 def _split_of(book: int) -> str:
@@ -346,9 +363,11 @@ def _build_splits(db_path: Path, source: str, target: str, versions: str) -> tup
     with closing(sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)) as db:
         texts = {bb: _read_version(db, bb) for bb in dict.fromkeys(source_versions + target_versions)}
     first_source, first_target = texts[source_versions[0]], texts[target_versions[0]]
+    pair = f"{source}-{target}"
+    bounds = _length_bounds(pair, first_source, first_target)
     splits: dict[str, list] = {split: [] for split in SPLITS}
-    for key in tqdm(sorted(first_source.keys() & first_target.keys()), desc=f"pairing {source}-{target}"):
-        if _keep_pair(first_source[key], first_target[key]):
+    for key in tqdm(sorted(first_source.keys() & first_target.keys()), desc=f"pairing {pair}"):
+        if _keep_pair(first_source[key], first_target[key], bounds):
             splits[_split_of(key[0])].append((first_source[key], first_target[key], key))
     if versions == "one":
         splits["train"] = _dedupe((s, t) for s, t, _ in splits["train"])
@@ -359,14 +378,12 @@ def _build_splits(db_path: Path, source: str, target: str, versions: str) -> tup
             (texts[s][key], texts[t][key])
             for key in train_keys
             for s, t in combinations
-            if key in texts[s] and key in texts[t] and _keep_pair(texts[s][key], texts[t][key])
+            if key in texts[s] and key in texts[t] and _keep_pair(texts[s][key], texts[t][key], bounds)
         )
         splits["train"] = _dedupe(candidates, on_target=True)
     # Leaks are checked against the one-version train split, so that both settings share their test verses.
     one_train = splits["train"] if versions == "one" else _build_splits(db_path, source, target, "one")[0]["train"]
-    checked = _drop_leaks(
-        {**splits, "train": one_train}, check_target=f"{source}-{target}" not in SOURCE_SIDE_LEAK_CHECK
-    )
+    checked = _drop_leaks({**splits, "train": one_train}, check_target=pair not in FROZEN_PAIRS)
     splits = {**checked, "train": splits["train"]}
     held_out_versions = {"sources": source_versions, "references": target_versions, "texts": texts}
     return splits, held_out_versions

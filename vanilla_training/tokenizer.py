@@ -4,15 +4,10 @@ Special tokens and their ids: ``<pad>`` 0, ``<unk>`` 1, ``<s>`` 2, ``</s>`` 3. E
 with ``</s>``. The result survives ``save_pretrained`` / ``AutoTokenizer.from_pretrained`` unchanged.
 """
 
-import argparse
-from collections.abc import Iterable, Iterator
-from pathlib import Path
+from collections.abc import Iterable
 
-import datasets
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
 from transformers import PreTrainedTokenizerFast
-
-from .corpus import PAIRS, default_data_dir, load_corpus, target_language
 
 PAD, UNK, BOS, EOS = "<pad>", "<unk>", "<s>", "</s>"
 SPECIAL_TOKENS = (PAD, UNK, BOS, EOS)  # their position is their id
@@ -54,32 +49,3 @@ def train_joint_bpe(
         eos_token=EOS,
         model_max_length=model_max_length,
     )
-
-
-def corpus_texts(dataset_dict: datasets.DatasetDict, pair: str) -> Iterator[str]:
-    """Yield the English and then the target side of every pair in the train split."""
-    tgt = target_language(pair)
-    for translation in dataset_dict["train"]["translation"]:
-        yield translation["en"]
-        yield translation[tgt]
-
-
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(
-        prog="python -m vanilla_training.tokenizer",
-        description="Train the joint BPE tokenizer of a language pair on its train split.",
-    )
-    parser.add_argument("--pair", default="en-de", choices=list(PAIRS), help="language pair (default: en-de)")
-    parser.add_argument("--vocab-size", type=int, default=8000, help="vocabulary size, special tokens included")
-    parser.add_argument("--out", type=Path, required=True, help="folder to save the tokenizer in")
-    parser.add_argument(
-        "--data-dir", type=Path, default=None, help=f"corpus data folder (default: {default_data_dir()})"
-    )
-    args = parser.parse_args(argv)
-    tokenizer = train_joint_bpe(corpus_texts(load_corpus(args.pair, args.data_dir), args.pair), args.vocab_size)
-    tokenizer.save_pretrained(args.out)
-    print(f"{args.pair}: {len(tokenizer):,} tokens -> {args.out}")
-
-
-if __name__ == "__main__":
-    main()
