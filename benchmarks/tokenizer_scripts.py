@@ -36,7 +36,7 @@ def metaspace_bpe(texts: list[str], vocab_size: int) -> Tokenizer:
     return tokenizer
 
 
-def byte_fallback_bpe(texts: list[str], vocab_size: int, alphabet: int = 1000) -> Tokenizer:
+def byte_fallback_bpe(texts: list[str], vocab_size: int, alphabet: int | None = 1000) -> Tokenizer:
     """Metaspace BPE whose alphabet keeps the most frequent characters; any other character is spelt in bytes."""
     trainer = trainers.BpeTrainer(
         vocab_size=vocab_size - len(BYTES), special_tokens=list(SPECIAL_TOKENS), limit_alphabet=alphabet
@@ -91,7 +91,8 @@ def unigram(texts: list[str], vocab_size: int) -> Tokenizer:
 
 
 DESIGNS = {
-    "Metaspace BPE (shipped)": metaspace_bpe,
+    "Metaspace BPE (before)": metaspace_bpe,
+    "byte-fallback BPE, every character (shipped)": lambda texts, size: byte_fallback_bpe(texts, size, None),
     "byte-fallback BPE, 1,000 characters": byte_fallback_bpe,
     "CJK-split BPE": cjk_split_bpe,
     "Unigram": unigram,

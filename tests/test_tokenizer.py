@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 from transformers import AutoTokenizer, PreTrainedTokenizerFast
 
-from vanilla_training.tokenizer import SPECIAL_TOKENS, train_joint_bpe
+from vanilla_training.tokenizer import BYTE_FALLBACK_MIN_VOCAB, BYTE_TOKENS, SPECIAL_TOKENS, train_joint_bpe
 
 PAIRS = [
     (
@@ -111,3 +111,38 @@ def test_round_trip_every_script(language: str) -> None:
         ids = tok(text)["input_ids"]
         assert tok.unk_token_id not in ids
         assert tok.decode(ids, skip_special_tokens=True) == text
+
+
+@pytest.fixture(scope="module")
+def byte_tok() -> PreTrainedTokenizerFast:
+    """A vocabulary large enough for byte fallback, trained on English and German only."""
+    return train_joint_bpe(training_texts(), vocab_size=BYTE_FALLBACK_MIN_VOCAB)
+
+
+@pytest.mark.parametrize("language", sorted(SCRIPT_VERSES))
+def test_byte_fallback_spells_unseen_characters(byte_tok: PreTrainedTokenizerFast, language: str) -> None:
+    """Characters never seen in training (all but Latin letters here) encode as UTF-8 bytes, never <unk>, and
+    decode back exactly; text made of seen characters encodes without bytes."""
+    verse = SCRIPT_VERSES[language]
+    ids = byte_tok(verse)["input_ids"]
+    assert byte_tok.unk_token_id not in ids
+    assert byte_tok.decode(ids, skip_special_tokens=True) == verse
+    byte_ids = {byte_tok.convert_tokens_to_ids(token) for token in BYTE_TOKENS}
+    unseen = set(verse) - set("".join(training_texts())) - {" "}
+    assert bool(byte_ids & set(ids)) == bool(unseen)
+    assert not byte_ids & set(byte_tok(GERMAN)["input_ids"])
+
+
+def test_byte_fallback_survives_save_and_reload(byte_tok: PreTrainedTokenizerFast, tmp_path: Path) -> None:
+    assert len(byte_tok) <= BYTE_FALLBACK_MIN_VOCAB
+    byte_tok.save_pretrained(tmp_path)
+    reloaded = AutoTokenizer.from_pretrained(tmp_path)
+    for text in (SCRIPT_VERSES["zh"], SCRIPT_VERSES["ko"], GERMAN):
+        assert reloaded(text)["input_ids"] == byte_tok(text)["input_ids"]
+        assert reloaded.decode(reloaded(text)["input_ids"], skip_special_tokens=True) == text
+
+
+def test_toy_vocabulary_has_no_byte_tokens(tok: PreTrainedTokenizerFast) -> None:
+    """Below BYTE_FALLBACK_MIN_VOCAB entries there is no room for bytes: an unseen character is <unk>."""
+    assert not set(BYTE_TOKENS) & set(tok.get_vocab())
+    assert tok.unk_token_id in tok(SCRIPT_VERSES["zh"])["input_ids"]
