@@ -16,7 +16,7 @@ from contextlib import closing
 
 from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
 
-from vanilla_training.corpus import TEST_BOOKS, VERSIONS, _read_version, default_data_dir, fetch_bible_db
+from vanilla_training.corpus import TEST_BOOKS, VERSIONS, default_data_dir, fetch_bible_db, read_version
 from vanilla_training.tokenizer import SPECIAL_TOKENS, UNK
 
 LANGUAGES = "de,fr,ru,uk,vi,ar,fa,hi,bn,ko,zh,ja"
@@ -122,9 +122,9 @@ def main() -> None:
     print("| design | language (bbName) | exact round trips | verses with <unk> | tokens per verse | English |")
     print("|---|---|---|---|---|---|")
     with closing(sqlite3.connect(fetch_bible_db(default_data_dir()))) as db:
-        english = _read_version(db, first["en"])
+        english = read_version(db, first["en"])
         for language in args.languages.split(","):
-            other = _read_version(db, first[language])
+            other = read_version(db, first[language])
             keys = sorted(key for key in english if english[key] and other.get(key))
             train = [text for key in keys if key[0] not in TEST_BOOKS for text in (english[key], other[key])]
             test = [key for key in keys if key[0] in TEST_BOOKS]

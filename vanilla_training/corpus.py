@@ -298,7 +298,8 @@ def _split_of(book: int) -> str:
 Verse = tuple[int, int, int]
 
 
-def _read_version(db: sqlite3.Connection, bb_name: str) -> dict[Verse, str]:
+def read_version(db: sqlite3.Connection, bb_name: str) -> dict[Verse, str]:
+    """Every verse of version ``bb_name`` in an open bible.db, cleaned (see :func:`clean_verse`), by verse."""
     rows = db.execute(
         "SELECT bNumber, cNumber, vNumber, vText FROM bible WHERE bbName = ? ORDER BY bNumber, cNumber, vNumber",
         (bb_name,),
@@ -361,7 +362,7 @@ def _build_splits(db_path: Path, source: str, target: str, versions: str) -> tup
     """
     source_versions, target_versions = free_versions(source), free_versions(target)
     with closing(sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)) as db:
-        texts = {bb: _read_version(db, bb) for bb in dict.fromkeys(source_versions + target_versions)}
+        texts = {bb: read_version(db, bb) for bb in dict.fromkeys(source_versions + target_versions)}
     first_source, first_target = texts[source_versions[0]], texts[target_versions[0]]
     pair = f"{source}-{target}"
     bounds = _length_bounds(pair, first_source, first_target)
