@@ -17,7 +17,7 @@ from contextlib import closing
 from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
 
 from vanilla_training.corpus import TEST_BOOKS, VERSIONS, default_data_dir, fetch_bible_db, read_version
-from vanilla_training.tokenizer import SPECIAL_TOKENS, UNK
+from vanilla_training.tokenizer import SPECIAL_TOKENS, UNK, train_joint_bpe
 
 LANGUAGES = "de,fr,ru,uk,vi,ar,fa,hi,bn,ko,zh,ja"
 CJK = r"[\p{Han}\p{Hiragana}\p{Katakana}]"
@@ -25,7 +25,7 @@ BYTES = [f"<0x{value:02X}>" for value in range(256)]
 
 
 def metaspace_bpe(texts: list[str], vocab_size: int) -> Tokenizer:
-    """The shipped design: NFKC, Metaspace words, BPE over all characters."""
+    """The design before byte fallback: NFKC, Metaspace words, BPE over all characters."""
     tokenizer = Tokenizer(models.BPE(unk_token=UNK))
     tokenizer.normalizer = normalizers.NFKC()
     tokenizer.pre_tokenizer = pre_tokenizers.Metaspace()
@@ -36,7 +36,7 @@ def metaspace_bpe(texts: list[str], vocab_size: int) -> Tokenizer:
     return tokenizer
 
 
-def byte_fallback_bpe(texts: list[str], vocab_size: int, alphabet: int | None = 1000) -> Tokenizer:
+def byte_fallback_bpe(texts: list[str], vocab_size: int, alphabet: int = 1000) -> Tokenizer:
     """Metaspace BPE whose alphabet keeps the most frequent characters; any other character is spelt in bytes."""
     trainer = trainers.BpeTrainer(
         vocab_size=vocab_size - len(BYTES), special_tokens=list(SPECIAL_TOKENS), limit_alphabet=alphabet
@@ -92,7 +92,7 @@ def unigram(texts: list[str], vocab_size: int) -> Tokenizer:
 
 DESIGNS = {
     "Metaspace BPE (before)": metaspace_bpe,
-    "byte-fallback BPE, every character (shipped)": lambda texts, size: byte_fallback_bpe(texts, size, None),
+    "byte-fallback BPE, every character (shipped)": lambda texts, size: train_joint_bpe(texts, size).backend_tokenizer,
     "byte-fallback BPE, 1,000 characters": byte_fallback_bpe,
     "CJK-split BPE": cjk_split_bpe,
     "Unigram": unigram,
@@ -104,7 +104,7 @@ def measure(tokenizer: Tokenizer, texts: list[str]) -> tuple[float, float, float
     unk = tokenizer.token_to_id(UNK)
     exact = with_unk = 0
     lengths = []
-    for encoding, text in zip(tokenizer.encode_batch(texts), texts, strict=True):
+    for encoding, text in zip(tokenizer.encode_batch(texts, add_special_tokens=False), texts, strict=True):
         exact += tokenizer.decode(encoding.ids) == text
         with_unk += unk in encoding.ids
         lengths.append(len(encoding.ids))
