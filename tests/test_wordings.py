@@ -7,7 +7,7 @@ import sacrebleu
 from test_corpus import ACTS, JOHN, SCRIPT_VERSES, script_db, script_texts  # noqa: F401  (script_db: a fixture)
 
 from vanilla_training.corpus import build_corpus
-from vanilla_training.wordings import wording_scores
+from vanilla_training.wordings import print_wording_scores, rounded_wording_scores, wording_scores
 
 
 def test_wording_scores(tmp_path: Path, script_db: Path) -> None:  # noqa: F811
@@ -39,3 +39,14 @@ def test_wording_scores(tmp_path: Path, script_db: Path) -> None:  # noqa: F811
     assert [len(call) for call in calls] == [3, 2]  # the headline's translations are reused
     with pytest.raises(ValueError, match="2 predictions for the 3 test verses of en-fr"):
         wording_scores(translate, "en-fr", tmp_path, predictions=hypotheses[:2])
+
+
+def test_rounded_and_printed(tmp_path: Path, script_db: Path, capsys: pytest.CaptureFixture[str]) -> None:  # noqa: F811
+    build_corpus("en-fr", tmp_path, db_path=script_db)
+    rounded = rounded_wording_scores(wording_scores(lambda texts: ["x"] * len(texts), "en-fr", tmp_path))
+    assert set(rounded["multi_reference"]) == {"references", "bleu", "signature", "chrf", "chrf_signature"}
+    assert rounded["sources"]["3"]["verses"] == 2 and rounded["sources"]["4"]["signature"].startswith("nrefs:1|")
+    print_wording_scores(rounded)
+    out = capsys.readouterr().out
+    assert "against 2 references (Louis Segond 1910, Darby 1885)" in out
+    assert "source worded as the Bible in Basic English 1949/1964: BLEU 0.00" in out and "(2 verses)" in out

@@ -62,3 +62,34 @@ def wording_scores(
             "chrf": corpus_chrf(outputs, wanted),
         }
     return scores
+
+
+def rounded_wording_scores(scores: dict) -> dict:
+    """:func:`wording_scores` as a run's results record it: scores to two decimals beside their signatures."""
+
+    def row(entry: dict) -> dict:
+        kept = {key: value for key, value in entry.items() if key not in ("bleu", "chrf")}
+        return {
+            **kept,
+            "bleu": round(entry["bleu"]["score"], 2),
+            "signature": entry["bleu"]["signature"],
+            "chrf": round(entry["chrf"]["score"], 2),
+            "chrf_signature": entry["chrf"]["signature"],
+        }
+
+    return {
+        "multi_reference": row(scores["multi_reference"]),
+        "sources": {bb: row(entry) for bb, entry in scores["sources"].items()},
+    }
+
+
+def print_wording_scores(rounded: dict) -> None:
+    """Print :func:`rounded_wording_scores`: the multi-reference line, then one line per source wording."""
+    multi = rounded["multi_reference"]
+    names = ", ".join(f"{VERSIONS[bb].name} {VERSIONS[bb].year}" for bb in multi["references"])
+    count = len(multi["references"])
+    print(f"test BLEU {multi['bleu']:.2f}, chrF {multi['chrf']:.2f} against {count} references ({names})")
+    print(f"  BLEU {multi['signature']}\n  chrF {multi['chrf_signature']}")
+    for entry in rounded["sources"].values():
+        scores = f"BLEU {entry['bleu']:.2f}, chrF {entry['chrf']:.2f}"
+        print(f"  source worded as the {entry['name']}: {scores} ({entry['verses']:,} verses)")
