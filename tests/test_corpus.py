@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from vanilla_training import corpus
+from vanilla_training.cli import corpus as corpus_cli
 from vanilla_training.corpus import (
     CorpusDownloadError,
     build_corpus,
@@ -124,37 +125,57 @@ def en_de(tmp_path: Path, db_path: Path) -> dict[str, list[dict[str, str]]]:
 
 
 @pytest.mark.parametrize(
-    ("text", "lang", "book", "verse", "expected"),
+    ("text", "bb_name", "book", "verse", "expected"),
     [
-        ("God`s Spirit", "en", GENESIS, 1, "God's Spirit"),
-        ("It\u2019s good", "en", GENESIS, 1, "It's good"),
-        ("He made [the] lights [of heaven].", "en", GENESIS, 1, "He made the lights of heaven."),
-        (" a \t b\n  c ", "en", GENESIS, 1, "a b c"),
-        ("Er sprach. * * *", "de", PSALMS, 41, "Er sprach."),
-        ("Deine Satzungen. *", "de", PSALMS, 119, "Deine Satzungen."),
-        ("(Ein Psalm von David.) Jehova!", "de", PSALMS, 1, "Jehova!"),
-        ("(Ein Psalm von David.) Jehova!", "de", PSALMS, 2, "(Ein Psalm von David.) Jehova!"),
-        ("(Ein Psalm von David.) Jehova!", "de", GENESIS, 1, "(Ein Psalm von David.) Jehova!"),
-        ("(Lobet Jehova!) Preiset Jehova!", "de", PSALMS, 1, "(Lobet Jehova!) Preiset Jehova!"),
-        ("(3:1) Psaume de David. (3:2) O Éternel!", "fr", PSALMS, 1, "O Éternel!"),
-        ("(7:26) L'Éternel dit à Moïse:", "fr", 2, 1, "L'Éternel dit à Moïse:"),
-        ("(63:19b) Oh! si tu déchirais les cieux,", "fr", 23, 1, "Oh! si tu déchirais les cieux,"),
-        ("Va en paix! (20:43) David se leva.", "fr", 9, 42, "Va en paix! David se leva."),
+        ("God`s Spirit", "4", GENESIS, 1, "God's Spirit"),
+        ("It\u2019s good", "4", GENESIS, 1, "It's good"),
+        ("He made [the] lights [of heaven].", "4", GENESIS, 1, "He made the lights of heaven."),
+        (" a \t b\n  c ", "4", GENESIS, 1, "a b c"),
+        ("Er sprach. * * *", "e", PSALMS, 41, "Er sprach."),
+        ("Deine Satzungen. *", "e", PSALMS, 119, "Deine Satzungen."),
+        ("(Ein Psalm von David.) Jehova!", "e", PSALMS, 1, "Jehova!"),
+        ("(Ein Psalm von David.) Jehova!", "e", PSALMS, 2, "(Ein Psalm von David.) Jehova!"),
+        ("(Ein Psalm von David.) Jehova!", "e", GENESIS, 1, "(Ein Psalm von David.) Jehova!"),
+        ("(Lobet Jehova!) Preiset Jehova!", "e", PSALMS, 1, "(Lobet Jehova!) Preiset Jehova!"),
+        ("(3:1) Psaume de David. (3:2) O Éternel!", "l", PSALMS, 1, "O Éternel!"),
+        ("(7:26) L'Éternel dit à Moïse:", "l", 2, 1, "L'Éternel dit à Moïse:"),
+        ("(63:19b) Oh! si tu déchirais les cieux,", "l", 23, 1, "Oh! si tu déchirais les cieux,"),
+        ("Va en paix! (20:43) David se leva.", "l", 9, 42, "Va en paix! David se leva."),
+        # rules of the versions added for every language
+        ("(11:1) Начальнику хора. (11:2) Спаси, Господи,", "r", PSALMS, 1, "Спаси, Господи,"),
+        ("пред лицoм Господа", "r", 7, 6, "пред лицом Господа"),
+        ("(ADDED FROM KJV: The song of songs. => Песня Песней.)", "r", 22, 1, ""),
+        ("(57-8) Моє серце зміцнилося,", "8", PSALMS, 57, "Моє серце зміцнилося,"),
+        ("अधिकार रखें।” (याकू. 3:9)", "i", 1, 26, "अधिकार रखें।”"),
+        ("झूठी गवाही न देना, छल न करना*, आदर करना।", "i", 41, 10, "झूठी गवाही न देना, छल न करना, आदर करना।"),
+        ("devant nos yeux» ? [Psaume 118:22, 23].", "5", 41, 12, "devant nos yeux» ?."),
+        ("le #Dieu qui l’a fait, [sous lui]", "5", 5, 32, "le Dieu qui l'a fait, sous lui"),
+        ("y dije: \xadAh, Señor Jehová!", "v", 26, 11, "y dije: ¡Ah, Señor Jehová!"),
+        ("(Missing KJV: For the Son of man is come)", "n", 40, 18, ""),
+        ("8절과 같음", "n", 23, 7, ""),
+        ("من كل شعبه****ليكن الهه\u200f معه", "y", 15, 1, "من كل شعبهليكن الهه معه"),
+        ("神爱世人，甚至把他的独生子赐给他们。", "c", JOHN, 3, "神爱世人,甚至把他的独生子赐给他们。"),  # NFKC
         (
             "(3:1) Psaume de David. (3:2) O Éternel!",
-            "en",
+            "4",
             PSALMS,
             1,
             "(3:1) Psaume de David. (3:2) O Éternel!",
         ),
     ],
 )
-def test_clean_verse(text: str, lang: str, book: int, verse: int, expected: str) -> None:
-    assert clean_verse(text, lang, book, verse) == expected
+def test_clean_verse(text: str, bb_name: str, book: int, verse: int, expected: str) -> None:
+    assert clean_verse(text, bb_name, book, verse) == expected
 
 
 def test_normalise() -> None:
     assert normalise("  GOD'S Spirit,  was\thovering! ") == "god s spirit was hovering"
+    # Chinese and Japanese have no spaces: one token per character, so that 4-grams are character 4-grams
+    assert normalise("起初，神创造天地。") == "起 初 神 创 造 天 地"
+    assert normalise("初めに、神が天と地を創造した。") == "初 め に 神 が 天 と 地 を 創 造 し た"
+    # combining marks stay inside their word (Devanagari vowel signs, Arabic vowel marks)
+    assert normalise("परमेश्वर ने जगत से") == "परमेश्वर ने जगत से"
+    assert normalise("عَلَيَّ. كثيرون") == "عَلَيَّ كثيرون"
 
 
 def test_cleaning_rules_applied(en_de: dict[str, list[dict[str, str]]]) -> None:
@@ -233,10 +254,31 @@ def test_build_is_cached_per_recipe_version(tmp_path: Path, db_path: Path) -> No
     assert json.loads(stats_path.read_text(encoding="utf-8"))["recipe_version"] == corpus.RECIPE_VERSION
 
 
-def test_unknown_pair(tmp_path: Path, db_path: Path) -> None:
-    with pytest.raises(ValueError, match=r"'en-xx'.*en-de, en-fr"):
-        build_corpus("en-xx", tmp_path, db_path=db_path)
+@pytest.mark.parametrize(
+    ("pair", "message"),
+    [
+        ("en-xx", r"unknown language 'xx' in pair 'en-xx'; the corpus has: en, de"),
+        ("ende", r"'ende' is not of the form SRC-TGT"),
+        ("en-", r"not of the form SRC-TGT"),
+        ("de-de", r"translates German into itself"),
+        ("en-zh", r"refused: the corpus has no free version of Chinese \(Chinese New Version .*in copyright\)"),
+        ("pt-en", r"refused: the corpus has no free version of Portuguese"),
+    ],
+)
+def test_unusable_pair(tmp_path: Path, db_path: Path, pair: str, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        build_corpus(pair, tmp_path, db_path=db_path)
     assert list(tmp_path.iterdir()) == [db_path]  # nothing was written
+
+
+def test_versions_registry() -> None:
+    """Every version of bible.db is in the registry once, and the rulings of the first notice hold."""
+    assert len(corpus.VERSIONS) == 31
+    assert {version.language for version in corpus.VERSIONS.values()} == set(corpus.LANGUAGE_NAMES)
+    assert not any(corpus.VERSIONS[bb].free for bb in ("s", "2", "o"))  # Schlachter 1951, KJ2000, Ostervald 1996
+    assert [corpus.free_versions(code)[0] for code in ("en", "de", "fr")] == ["4", "e", "l"]
+    assert corpus.free_versions("en") == ["4", "k", "3"]
+    assert "en-de" in corpus.PAIRS and "de-en" in corpus.PAIRS and "en-zh" not in corpus.PAIRS
 
 
 def test_load_corpus(tmp_path: Path, db_path: Path) -> None:
@@ -252,8 +294,15 @@ def test_load_corpus(tmp_path: Path, db_path: Path) -> None:
 
 def test_cli(tmp_path: Path, db_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     build_corpus("en-de", tmp_path, db_path=db_path)
-    corpus.main(["--pair", "en-de", "--out", str(tmp_path)])
-    assert "en-de: train 10, validation 2, test 2" in capsys.readouterr().out
+    corpus_cli.main(["--pair", "en-de", "--out", str(tmp_path)])
+    assert "en-de (one): train 10, validation 2, test 2" in capsys.readouterr().out
+    corpus_cli.main(["--list-pairs"])
+    listing = capsys.readouterr().out
+    assert "zh  Chinese  (refused: no free version)" in listing
+    assert "    k  King James Version 1611/1769: public domain (Crown rights in the UK), used" in listing
+    with pytest.raises(SystemExit):
+        corpus_cli.main(["--pair", "ja-ko", "--out", str(tmp_path)])
+    assert "no free version of Japanese" in capsys.readouterr().err
 
 
 def test_default_data_dir(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
@@ -304,6 +353,11 @@ def test_fetch_reports_download_failure(monkeypatch: pytest.MonkeyPatch, tmp_pat
     [
         ("en-de", {"train": 28105, "validation": 681, "test": 1866}),
         ("en-fr", {"train": 28091, "validation": 681, "test": 1865}),
+        # new pairs, as built when every language was added (length bounds scaled, both sides leak-checked)
+        ("en-ko", {"train": 28046, "validation": 681, "test": 1862}),
+        ("ko-en", {"train": 28086, "validation": 681, "test": 1861}),
+        ("en-ar", {"train": 28078, "validation": 679, "test": 1863}),
+        ("en-hi", {"train": 28069, "validation": 680, "test": 1862}),
     ],
 )
 def test_real_corpus_sizes(pair: str, sizes: dict[str, int], tmp_path: Path) -> None:
@@ -316,5 +370,121 @@ def test_real_corpus_sizes(pair: str, sizes: dict[str, int], tmp_path: Path) -> 
     files = build_corpus(pair, tmp_path, db_path=db)
     rows = {split: read_split(path) for split, path in files.items()}
     assert {split: len(split_rows) for split, split_rows in rows.items()} == sizes
-    train = {normalise(row["en"]) for row in rows["train"]}
-    assert not train & {normalise(row["en"]) for row in rows["validation"] + rows["test"]}
+    source = pair.split("-")[0]
+    train = {normalise(row[source]) for row in rows["train"]}
+    assert not train & {normalise(row[source]) for row in rows["validation"] + rows["test"]}
+
+
+# A second tiny database with one version per script family, and English and French in several free versions.
+# (book, chapter, verse) -> English (WEB); the other versions are derived from it below.
+SCRIPT_VERSES = {
+    (GENESIS, 1, 1): "In the beginning God created the heavens and the earth.",
+    (GENESIS, 1, 2): "The earth was formless and empty, and darkness was on the surface of the deep.",
+    (GENESIS, 1, 3): "God said, let there be light, and there was light.",
+    (GENESIS, 1, 4): "God saw the light, and saw that it was good.",
+    (ESTHER, 1, 1): "Now it happened in the days of Ahasuerus the king.",
+    (JOHN, 1, 1): "In the beginning was the Word, and the Word was with God.",
+    (JOHN, 1, 2): "The same was in the beginning with God, before all things.",
+    (ACTS, 1, 1): "The first book I wrote, Theophilus, concerned all that Jesus began to do.",
+}
+# Russian of the test verse John 1:2 repeats the Russian of a train verse, while its English does not.
+RUSSIAN_REPEAT = {(JOHN, 1, 2): (GENESIS, 1, 3)}
+
+
+def script_texts(key: tuple[int, int, int]) -> dict[str, str]:
+    english = SCRIPT_VERSES[key]
+    n = sum(key)
+    russian_key = RUSSIAN_REPEAT.get(key, key)
+    return {
+        "4": english,
+        "k": english if key == (GENESIS, 1, 4) else f"Verily {english}",  # KJV = WEB once: a duplicate pair
+        "3": "" if key == (ACTS, 1, 1) else f"So {english}",  # one empty BBE verse: no such source wording
+        "l": f"Français {n}: {english}",
+        "5": f"Darby {n}: {english}",
+        "r": f"Русский {sum(russian_key)}" + " слово" * (len(SCRIPT_VERSES[russian_key]) // 6),
+        "y": f"عربي {n}" + " كلمة" * (len(english) // 5),
+        "n": f"한국어 {n}"[: max(3, len(english) // 3)] + "다" * (len(english) // 3),  # a third of the length
+        "i": f"हिन्दी {n} {english}",
+        "c": f"起初 {english}",  # a version that is not free: never used
+    }
+
+
+@pytest.fixture
+def script_db(tmp_path: Path) -> Path:
+    path = tmp_path / "scripts.db"
+    with sqlite3.connect(path) as db:
+        db.execute(
+            "CREATE TABLE bible (id INTEGER NOT NULL, bbName TEXT NOT NULL, bNumber INTEGER NOT NULL, "
+            "cNumber INTEGER NOT NULL, vNumber INTEGER NOT NULL, vText TEXT NOT NULL)"
+        )
+        rows = [(bb, *key, text) for key in SCRIPT_VERSES for bb, text in script_texts(key).items()]
+        db.executemany("INSERT INTO bible VALUES (?, ?, ?, ?, ?, ?)", [(i, *row) for i, row in enumerate(rows)])
+    return path
+
+
+@pytest.mark.parametrize(("pair", "lost"), [("en-ru", 1), ("ar-en", 0), ("en-ko", 0), ("hi-en", 0), ("fr-en", 0)])
+def test_pairs_of_every_script(tmp_path: Path, script_db: Path, pair: str, lost: int) -> None:
+    """Each pair splits by book, in its direction, with the first free version of each side."""
+    source, target = pair.split("-")
+    first = {"en": "4", "ru": "r", "ar": "y", "ko": "n", "hi": "i", "fr": "l"}
+    files = build_corpus(pair, tmp_path / "out", db_path=script_db)
+    rows = {split: read_split(path) for split, path in files.items()}
+    expected = {
+        split: [
+            {source: script_texts(key)[first[source]], target: script_texts(key)[first[target]]}
+            for key in SCRIPT_VERSES
+            if corpus._split_of(key[0]) == split
+        ]
+        for split in corpus.SPLITS
+    }
+    assert rows["train"] == expected["train"] and rows["validation"] == expected["validation"]
+    # en-ru loses John 1:2, whose Russian repeats a train verse: the target side is leak-checked too
+    assert len(rows["test"]) == len(expected["test"]) - lost
+    assert all(row in expected["test"] for row in rows["test"])
+    stats = json.loads((files["train"].parent / "stats.json").read_text(encoding="utf-8"))
+    assert stats["sizes"] == {split: len(split_rows) for split, split_rows in rows.items()}
+
+
+SAME_FRENCH = "Le même verset français, mot pour mot, dans la Genèse et dans les Actes."
+
+
+def test_frozen_pairs_check_the_source_side_only(tmp_path: Path, script_db: Path) -> None:
+    """The French of a test verse may repeat a train verse in en-fr (as when it was published), not in fr-en."""
+    with sqlite3.connect(script_db) as db:
+        db.execute(
+            "UPDATE bible SET vText = ? WHERE bbName = 'l' AND ((bNumber = ? AND vNumber = 3) OR bNumber = ?)",
+            (SAME_FRENCH, GENESIS, ACTS),
+        )
+    en_fr = read_split(build_corpus("en-fr", tmp_path / "a", db_path=script_db)["test"])
+    ru_fr = read_split(build_corpus("ru-fr", tmp_path / "b", db_path=script_db)["test"])
+    assert SAME_FRENCH in {row["fr"] for row in en_fr}
+    assert SAME_FRENCH not in {row["fr"] for row in ru_fr} and len(ru_fr) == 1  # John 1:2 repeats in Russian
+
+
+def test_versions_all_pairs_every_free_wording(tmp_path: Path, script_db: Path) -> None:
+    """Train pairs every free English wording with every free French one, de-duplicated; held-out splits are
+    those of one version a side, and the test split records every free wording of both sides."""
+    one = {split: read_split(path) for split, path in build_corpus("en-fr", tmp_path, db_path=script_db).items()}
+    files = build_corpus("en-fr", tmp_path, db_path=script_db, versions="all")
+    assert files["train"].parent == tmp_path / "en-fr-all"
+    rows = {split: read_split(path) for split, path in files.items()}
+    train_keys = [key for key in SCRIPT_VERSES if key[0] == GENESIS]
+    expected = {(script_texts(key)[en], script_texts(key)[fr]) for key in train_keys for en in "4k3" for fr in "l5"}
+    pairs = [(row["en"], row["fr"]) for row in rows["train"]]
+    assert set(pairs) == expected and len(pairs) == len(expected) == 4 * 3 * 2 - 2  # Genesis 1:4: KJV = WEB
+    assert rows["validation"] == one["validation"] and rows["test"] == one["test"]
+    stats = json.loads((files["train"].parent / "stats.json").read_text(encoding="utf-8"))
+    assert stats["versions"] == {"en": ["4", "k", "3"], "fr": ["l", "5"]} and stats["train_versions"] == "all"
+
+    versions = corpus.load_test_versions("en-fr", tmp_path, versions="all")
+    assert [row["verse"] for row in versions] == [[JOHN, 1, 1], [JOHN, 1, 2], [ACTS, 1, 1]]
+    for row, test_row in zip(versions, rows["test"], strict=True):
+        key = tuple(row["verse"])
+        assert row["references"] == {"l": script_texts(key)["l"], "5": script_texts(key)["5"]}
+        assert row["references"]["l"] == test_row["fr"] and row["sources"]["4"] == test_row["en"]
+        assert row["sources"]["3"] == (None if key == (ACTS, 1, 1) else script_texts(key)["3"])
+
+
+def test_unknown_versions_option(tmp_path: Path, script_db: Path) -> None:
+    with pytest.raises(ValueError, match="versions='some': expected one of one, all"):
+        build_corpus("en-fr", tmp_path, db_path=script_db, versions="some")

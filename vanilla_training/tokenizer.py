@@ -4,18 +4,16 @@ Special tokens and their ids: ``<pad>`` 0, ``<unk>`` 1, ``<s>`` 2, ``</s>`` 3. E
 with ``</s>``. The result survives ``save_pretrained`` / ``AutoTokenizer.from_pretrained`` unchanged.
 """
 
-import argparse
-from collections.abc import Iterable, Iterator
-from pathlib import Path
+import json
+from collections.abc import Iterable
 
-import datasets
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
 from transformers import PreTrainedTokenizerFast
 
-from .corpus import PAIRS, default_data_dir, load_corpus, target_language
-
 PAD, UNK, BOS, EOS = "<pad>", "<unk>", "<s>", "</s>"
 SPECIAL_TOKENS = (PAD, UNK, BOS, EOS)  # their position is their id
+BYTE_TOKENS = tuple(f"<0x{value:02X}>" for value in range(256))  # spell a character that training never saw
+BYTE_FALLBACK_MIN_VOCAB = 1000  # smaller (toy) vocabularies have no room for the byte tokens
 
 
 def train_joint_bpe(
@@ -23,8 +21,11 @@ def train_joint_bpe(
 ) -> PreTrainedTokenizerFast:
     """Train a BPE tokenizer (NFKC, Metaspace) with at most ``vocab_size`` entries on ``texts``.
 
-    ``vocab_size`` counts the special tokens and is an upper bound: a small corpus may yield fewer merges.
-    ValueError if it cannot hold the special tokens plus every distinct character of ``texts``.
+    Every distinct character of ``texts`` is in the vocabulary. From ``BYTE_FALLBACK_MIN_VOCAB`` entries on, 256
+    of them are byte tokens: a character that training never saw is encoded as its UTF-8 bytes and decoded back
+    (byte fallback), so no text of any script encodes to ``<unk>``; smaller vocabularies map such a character to
+    ``<unk>``. ``vocab_size`` counts the special tokens and is an upper bound: a small corpus may yield fewer
+    merges. ValueError if it cannot hold the special tokens, the byte tokens and every distinct character.
     """
     if vocab_size < len(SPECIAL_TOKENS) + 1:
         raise ValueError(
@@ -32,17 +33,31 @@ def train_joint_bpe(
         )
     if model_max_length < 1:
         raise ValueError(f"model_max_length={model_max_length} must be positive")
+    byte_tokens = BYTE_TOKENS if vocab_size >= BYTE_FALLBACK_MIN_VOCAB else ()
+    budget = vocab_size - len(byte_tokens)
     tokenizer = Tokenizer(models.BPE(unk_token=UNK))
     tokenizer.normalizer = normalizers.NFKC()
     tokenizer.pre_tokenizer = pre_tokenizers.Metaspace()
-    tokenizer.decoder = decoders.Metaspace()
-    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=list(SPECIAL_TOKENS))
-    tokenizer.train_from_iterator(texts, trainer)
-    if tokenizer.get_vocab_size() > vocab_size:
+    tokenizer.train_from_iterator(texts, trainers.BpeTrainer(vocab_size=budget, special_tokens=list(SPECIAL_TOKENS)))
+    if tokenizer.get_vocab_size() > budget:
+        reserved = "the special tokens" + (" and the 256 byte tokens" if byte_tokens else "")
         raise ValueError(
-            f"vocab_size={vocab_size} is smaller than the special tokens plus the distinct characters "
-            f"of the texts ({tokenizer.get_vocab_size()} entries before any merge)"
+            f"vocab_size={vocab_size} is smaller than {reserved} plus the distinct characters of the texts "
+            f"({tokenizer.get_vocab_size() + len(byte_tokens)} entries before any merge)"
         )
+    if byte_tokens:
+        trained = json.loads(tokenizer.to_str())["model"]
+        vocab = dict(trained["vocab"])
+        for token in byte_tokens:
+            vocab.setdefault(token, len(vocab))
+        merges = [tuple(merge) for merge in trained["merges"]]
+        model = models.BPE(vocab, merges, unk_token=UNK, byte_fallback=True)
+        normalizer, pre_tokenizer = tokenizer.normalizer, tokenizer.pre_tokenizer
+        tokenizer = Tokenizer(model)
+        tokenizer.normalizer, tokenizer.pre_tokenizer = normalizer, pre_tokenizer
+        tokenizer.decoder = decoders.Sequence([decoders.ByteFallback(), decoders.Metaspace()])
+    else:
+        tokenizer.decoder = decoders.Metaspace()
     tokenizer.post_processor = processors.TemplateProcessing(
         single=f"$A {EOS}", pair=f"$A {EOS} $B {EOS}", special_tokens=[(EOS, SPECIAL_TOKENS.index(EOS))]
     )
@@ -54,32 +69,3 @@ def train_joint_bpe(
         eos_token=EOS,
         model_max_length=model_max_length,
     )
-
-
-def corpus_texts(dataset_dict: datasets.DatasetDict, pair: str) -> Iterator[str]:
-    """Yield the English and then the target side of every pair in the train split."""
-    tgt = target_language(pair)
-    for translation in dataset_dict["train"]["translation"]:
-        yield translation["en"]
-        yield translation[tgt]
-
-
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(
-        prog="python -m vanilla_training.tokenizer",
-        description="Train the joint BPE tokenizer of a language pair on its train split.",
-    )
-    parser.add_argument("--pair", default="en-de", choices=list(PAIRS), help="language pair (default: en-de)")
-    parser.add_argument("--vocab-size", type=int, default=8000, help="vocabulary size, special tokens included")
-    parser.add_argument("--out", type=Path, required=True, help="folder to save the tokenizer in")
-    parser.add_argument(
-        "--data-dir", type=Path, default=None, help=f"corpus data folder (default: {default_data_dir()})"
-    )
-    args = parser.parse_args(argv)
-    tokenizer = train_joint_bpe(corpus_texts(load_corpus(args.pair, args.data_dir), args.pair), args.vocab_size)
-    tokenizer.save_pretrained(args.out)
-    print(f"{args.pair}: {len(tokenizer):,} tokens -> {args.out}")
-
-
-if __name__ == "__main__":
-    main()

@@ -11,7 +11,8 @@ import sacrebleu
 
 
 class SacreBleuMetric(evaluate.Metric):
-    """Corpus BLEU of detokenized hypotheses against one or more references each (sacreBLEU defaults: 13a)."""
+    """Corpus BLEU of detokenized hypotheses against one or more references each ("" where a prediction has fewer
+    references than others), with sacreBLEU's tokenizer `tokenize` (default 13a; "zh", "char", ...)."""
 
     def _info(self) -> evaluate.MetricInfo:
         return evaluate.MetricInfo(
@@ -27,9 +28,9 @@ class SacreBleuMetric(evaluate.Metric):
 
     def _compute(self, predictions: list[str], references: list[list[str]], tokenize: str = "13a") -> dict:
         if len({len(refs) for refs in references}) > 1:
-            raise ValueError("every prediction needs the same number of references")
+            raise ValueError("every prediction needs the same number of references ('' where one is missing)")
         bleu = sacrebleu.metrics.BLEU(tokenize=tokenize)
-        streams = [list(stream) for stream in zip(*references, strict=True)]
+        streams = [[ref or "" for ref in stream] for stream in zip(*references, strict=True)]
         score = bleu.corpus_score(predictions, streams)
         return {
             "score": score.score,

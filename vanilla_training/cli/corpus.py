@@ -1,0 +1,51 @@
+"""Build the built-in parallel corpus of a language pair, or list the corpus's languages and versions.
+
+python -m vanilla_training.cli.corpus --pair de-en                 # one version a side
+python -m vanilla_training.cli.corpus --pair en-fr --versions all  # every free version of each side in train
+python -m vanilla_training.cli.corpus --list-pairs
+"""
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from ..corpus import SPLITS, VERSION_CHOICES, build_corpus, list_pairs, parse_pair
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(
+        prog="python -m vanilla_training.cli.corpus",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--pair", default="en-de", help="SRC-TGT by ISO 639-1 codes, e.g. de-en (default: en-de)")
+    parser.add_argument(
+        "--versions",
+        default="one",
+        choices=VERSION_CHOICES,
+        help="train on the first free version of each side (one, default) or on every free version pairing (all)",
+    )
+    parser.add_argument("--list-pairs", action="store_true", help="list the languages and versions, then exit")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="data folder (default: $VANILLA_DATA_DIR or ~/.cache/vanilla-transformer/data)",
+    )
+    args = parser.parse_args(argv)
+    if args.list_pairs:
+        print(list_pairs())
+        return
+    try:
+        parse_pair(args.pair)
+    except ValueError as error:
+        parser.error(str(error))
+    files = build_corpus(args.pair, args.out, versions=args.versions)
+    sizes = json.loads((files["train"].parent / "stats.json").read_text(encoding="utf-8"))["sizes"]
+    summary = ", ".join(f"{split} {sizes[split]:,}" for split in SPLITS)
+    print(f"{args.pair} ({args.versions}): {summary} -> {files['train'].parent}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
