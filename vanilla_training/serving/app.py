@@ -11,6 +11,7 @@ with the input's own spacing and line breaks.
 import contextlib
 import dataclasses
 import json
+import re
 import time
 from concurrent.futures import ThreadPoolExecutor
 from importlib.resources import files
@@ -28,9 +29,8 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from .backends import Backend
 from .batcher import Batcher, QueueFull
 from .detect import Detector
-from .html_text import escape_text, html_segments
+from .documents import layout, layout_sentences, translated_versions
 from .metrics import Metrics
-from .paragraphs import rejoin, sentences, split_text
 
 LANGUAGE_NAMES = {
     "ar": "Arabic", "bg": "Bulgarian", "cs": "Czech", "da": "Danish", "de": "German", "el": "Greek",
@@ -40,6 +40,7 @@ LANGUAGE_NAMES = {
     "pt": "Portuguese", "ro": "Romanian", "ru": "Russian", "sk": "Slovak", "sl": "Slovenian", "sv": "Swedish",
     "tr": "Turkish", "uk": "Ukrainian", "zh": "Chinese",
 }  # fmt: skip
+LINE_END = re.compile(r"\r\n?")
 ENDPOINTS = ("/translate", "/detect", "/languages", "/health", "/metrics", "/")
 
 
@@ -290,52 +291,29 @@ def create_app(backends: list[Backend], settings: Settings | None = None) -> Fas
     async def translate_texts(
         pair: Pair, texts: list[str], text_format: str, hypotheses: int
     ) -> tuple[list[str], list[list[str]]]:
-        """Each text translated (best) and its alternatives: every sentence's k-th hypothesis rejoined."""
-        layouts = []  # per text: list of (raw, pieces or None)
-        for text in texts:
-            if text_format == "html":
-                segments = html_segments(text)
-            else:
-                segments = [(text, text)]
-            layouts.append(
-                [(raw, None if plain is None else split_text(plain, pair.source, pair.fits)) for raw, plain in segments]
-            )
-        all_sentences = [
-            s for layout in layouts for _, pieces in layout if pieces is not None for s in sentences(pieces)
-        ]
-        if len(all_sentences) > settings.sentence_limit:
+        """Each text's best translation and its alternatives (`documents.translated_versions`)."""
+        layouts = [layout(text, text_format, pair.source, pair.fits) for text in texts]
+        counts = [len(layout_sentences(parts)) for parts in layouts]
+        if sum(counts) > settings.sentence_limit:
             raise ApiError(
                 400,
-                f"Invalid request: request ({len(all_sentences):,} sentences) exceeds sentence limit "
+                f"Invalid request: request ({sum(counts):,} sentences) exceeds sentence limit "
                 f"({settings.sentence_limit:,})",
             )
         try:
-            results = await pair.batcher.translate(all_sentences, hypotheses)
+            results = await pair.batcher.translate(
+                [s for parts in layouts for s in layout_sentences(parts)], hypotheses
+            )
         except QueueFull as error:
             raise ApiError(503, f"Slowdown: {error}", headers={"Retry-After": "1"}) from error
         except Exception as error:
             raise ApiError(500, f"Cannot translate text: {error}") from error
-        position = 0
-        best, alternatives = [], []
-        for layout in layouts:
-            versions = []
-            for rank in range(hypotheses):
-                parts = []
-                cursor = position
-                for raw, pieces in layout:
-                    if pieces is None:
-                        parts.append(raw)
-                        continue
-                    count = len(sentences(pieces))
-                    chosen = [r[rank] if rank < len(r) else r[0] for r in results[cursor : cursor + count]]
-                    cursor += count
-                    joined = rejoin(pieces, chosen)
-                    parts.append(escape_text(joined) if text_format == "html" else joined)
-                versions.append("".join(parts))
-            position = cursor
-            best.append(versions[0])
-            seen = {versions[0], ""}
-            alternatives.append([v for v in versions[1:] if not (v in seen or seen.add(v))])
+        best, alternatives, start = [], [], 0
+        for parts, count in zip(layouts, counts, strict=True):
+            text, others = translated_versions(parts, results[start : start + count], text_format)
+            start += count
+            best.append(text)
+            alternatives.append(others)
         return best, alternatives
 
     @app.post(
@@ -365,7 +343,7 @@ def create_app(backends: list[Backend], settings: Settings | None = None) -> Fas
         if settings.alternatives_limit != -1 and alternatives > settings.alternatives_limit:
             raise ApiError(400, f"Invalid request: alternatives parameter must be <= {settings.alternatives_limit}")
         is_list = isinstance(q, list)
-        texts = q if is_list else [q if is_json else "\n".join(q.splitlines())]  # forms: line ends made \n
+        texts = q if is_list else [q if is_json else LINE_END.sub("\n", q)]  # a form's line ends: \n
         if is_list and settings.batch_limit != -1 and len(texts) > settings.batch_limit:
             raise ApiError(400, f"Invalid request: request ({len(texts)}) exceeds text limit ({settings.batch_limit})")
         for text in texts:
