@@ -10,6 +10,7 @@ import random
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -323,6 +324,29 @@ def test_a_full_queue_answers_503_at_once(translator):
         assert (status, headers["retry-after"]) == (503, "1") and time.monotonic() - started < 0.5
         assert "queue is full (3 of 4 sentences waiting)" in answer["error"]
         assert first.result(timeout=TIMEOUT)[0] == 200
+
+
+def metric(url: str, name: str) -> float:
+    """The value of one sample of /metrics (0 if absent)."""
+    for line in request(url + "/metrics")[2].splitlines():
+        if line.startswith(name + " "):
+            return float(line.rsplit(" ", 1)[1])
+    return 0.0
+
+
+def test_a_client_that_disconnects_costs_the_model_nothing(translator):
+    settings = Settings(wait_ms=1000, cache_size=0)
+    with InProcessServer([TorchBackend(translator, "fp32")], settings) as server:
+        body = json.dumps({"q": "the big house", "source": "en", "target": "de"}).encode()
+        with socket.create_connection(("127.0.0.1", server.port), timeout=TIMEOUT) as gone:
+            head = (
+                f"POST /translate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {len(body)}"
+            )
+            gone.sendall(head.encode() + b"\r\n\r\n" + body)
+            time.sleep(0.2)  # its sentence waits in the queue (1 s batching window) when it goes
+        status, answer = post_json(server.url + "/translate", {"q": LINES[1], "source": "en", "target": "de"})
+        assert (status, answer) == (200, {"translatedText": offline(translator, LINES[1:2])[LINES[1]]})
+        assert metric(server.url, 'vanilla_serve_sentences_total{origin="model",pair="en-de"}') == 1
 
 
 def mixed_requests(rng: random.Random, count: int, lines: list[str]) -> list[tuple[bytes, str, int, object]]:

@@ -104,7 +104,8 @@ def test_html_markup_is_kept_byte_for_byte(parts):
     source = "".join(parts)
     segments = html_segments(source)
     assert "".join(raw for raw, _ in segments) == source
-    assert not any(text and "var s" in text for _, text in segments)  # script content is not translated
+    if "<" not in parts:  # a stray "<" may open a tag that swallows the <script> (browsers parse it so too)
+        assert not any(text and "var s" in text for _, text in segments)  # script content is not translated
 
 
 def test_html_text_between_tags_is_given_unescaped():

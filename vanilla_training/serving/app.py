@@ -8,6 +8,7 @@ limit, 503 when the translation queue is full, 500 when the model fails. Texts a
 with the input's own spacing and line breaks.
 """
 
+import asyncio
 import contextlib
 import dataclasses
 import json
@@ -40,6 +41,7 @@ LANGUAGE_NAMES = {
     "pt": "Portuguese", "ro": "Romanian", "ru": "Russian", "sk": "Slovak", "sl": "Slovenian", "sv": "Swedish",
     "tr": "Turkish", "uk": "Ukrainian", "zh": "Chinese",
 }  # fmt: skip
+DISCONNECT_POLL_SECONDS = 0.05
 LINE_END = re.compile(r"\r\n?")
 ENDPOINTS = ("/translate", "/detect", "/languages", "/health", "/metrics", "/")
 
@@ -143,6 +145,33 @@ ERRORS = {
         503: "The translation queue is full: try again shortly",
     }.items()
 }
+
+
+class Measure:
+    """ASGI middleware counting the HTTP requests by endpoint and status, and timing them."""
+
+    def __init__(self, app, metrics: Metrics):
+        self.app, self.metrics = app, metrics
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        started, status = time.monotonic(), 500
+        endpoint = scope["path"] if scope["path"] in ENDPOINTS else "other"
+
+        async def send_and_note(message):
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_and_note)
+        finally:
+            self.metrics.latency.labels(endpoint).observe(time.monotonic() - started)
+            self.metrics.requests.labels(endpoint, str(status)).inc()
+            if status >= 400:
+                self.metrics.errors.labels(endpoint, str(status)).inc()
 
 
 @dataclasses.dataclass
@@ -251,17 +280,7 @@ def create_app(backends: list[Backend], settings: Settings | None = None) -> Fas
     app.state.metrics = metrics
     app.state.pairs = pairs
     app.add_middleware(CORSMiddleware, allow_origins=["*"], allow_methods=["GET", "POST"], allow_headers=["*"])
-
-    @app.middleware("http")
-    async def measure(request: Request, call_next):
-        started = time.monotonic()
-        endpoint = request.url.path if request.url.path in ENDPOINTS else "other"
-        response = await call_next(request)
-        metrics.latency.labels(endpoint).observe(time.monotonic() - started)
-        metrics.requests.labels(endpoint, str(response.status_code)).inc()
-        if response.status_code >= 400:
-            metrics.errors.labels(endpoint, str(response.status_code)).inc()
-        return response
+    app.add_middleware(Measure, metrics=metrics)
 
     @app.exception_handler(ApiError)
     async def api_error(request: Request, error: ApiError):
@@ -289,7 +308,7 @@ def create_app(backends: list[Backend], settings: Settings | None = None) -> Fas
         return LANGUAGE_NAMES.get(code, code)
 
     async def translate_texts(
-        pair: Pair, texts: list[str], text_format: str, hypotheses: int
+        request: Request, pair: Pair, texts: list[str], text_format: str, hypotheses: int
     ) -> tuple[list[str], list[list[str]]]:
         """Each text's best translation and its alternatives (`documents.translated_versions`)."""
         layouts = [layout(text, text_format, pair.source, pair.fits) for text in texts]
@@ -300,14 +319,23 @@ def create_app(backends: list[Backend], settings: Settings | None = None) -> Fas
                 f"Invalid request: request ({sum(counts):,} sentences) exceeds sentence limit "
                 f"({settings.sentence_limit:,})",
             )
+        work = asyncio.ensure_future(
+            pair.batcher.translate([s for parts in layouts for s in layout_sentences(parts)], hypotheses)
+        )
         try:
-            results = await pair.batcher.translate(
-                [s for parts in layouts for s in layout_sentences(parts)], hypotheses
-            )
+            while not work.done():  # a client that has gone takes its sentences out of the queue
+                await asyncio.wait({work}, timeout=DISCONNECT_POLL_SECONDS)
+                if not work.done() and await request.is_disconnected():
+                    raise ApiError(499, "Client closed the request")
+            results = work.result()
         except QueueFull as error:
             raise ApiError(503, f"Slowdown: {error}", headers={"Retry-After": "1"}) from error
+        except ApiError:
+            raise
         except Exception as error:
             raise ApiError(500, f"Cannot translate text: {error}") from error
+        finally:
+            work.cancel()
         best, alternatives, start = [], [], 0
         for parts, count in zip(layouts, counts, strict=True):
             text, others = translated_versions(parts, results[start : start + count], text_format)
@@ -370,7 +398,7 @@ def create_app(backends: list[Backend], settings: Settings | None = None) -> Fas
                 f"{language_name(target)} ({target}) is not available as a target language from "
                 f"{language_name(source)} ({source})",
             )
-        best, others = await translate_texts(pair, texts, text_format, alternatives + 1)
+        best, others = await translate_texts(request, pair, texts, text_format, alternatives + 1)
         if text_format == "html":
             others = [[] for _ in others]
         result: dict[str, Any] = {"translatedText": best if is_list else best[0]}
