@@ -162,10 +162,8 @@ class Batcher:
                     break
             jobs, self.pending = self.pending, []
             self.arrived.clear()
-            live = [job for job in jobs if not job.future.done()]  # a cancelled request's sentences are dropped
-            self._count(len(live) - len(jobs))
             by_hypotheses = collections.defaultdict(list)
-            for job in live:
+            for job in jobs:
                 by_hypotheses[job.hypotheses].append(job)
             for hypotheses, group in by_hypotheses.items():
                 for batch in token_budget_batches(group, self.max_tokens):
@@ -174,7 +172,7 @@ class Batcher:
     async def _run(self, batch: list[Job], hypotheses: int) -> None:
         """Translates one batch and hands each answer to its request; if the batch fails, each sentence is tried
         alone, so that only the sentence at fault fails."""
-        live = [job for job in batch if not job.future.done()]
+        live = [job for job in batch if not job.future.done()]  # a cancelled request's sentences are dropped
         self._count(len(live) - len(batch))
         batch = live
         if not batch:
