@@ -43,8 +43,6 @@ LINES = ["the big red house", "one", "two three one two the house", "red house",
 @pytest.fixture(scope="module")
 def run(tmp_path_factory) -> Path:
     """A toy run folder (en-de, recorded by training)."""
-    if os.environ.get("TEMPORARY_SERVE_RUN"):  # TEMPORARY
-        return Path(os.environ["TEMPORARY_SERVE_RUN"])  # TEMPORARY
     folder = tmp_path_factory.mktemp("run")
     files = write_toy_corpus(folder, {"train": 400, "validation": 20, "test": 25})
     train(toy_run_args(files, folder / "run", show=0))
