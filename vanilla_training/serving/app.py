@@ -42,6 +42,7 @@ LANGUAGE_NAMES = {
     "tr": "Turkish", "uk": "Ukrainian", "zh": "Chinese",
 }  # fmt: skip
 DISCONNECT_POLL_SECONDS = 0.05
+DRAIN_FACTOR = 8  # a body over the size limit is read (and dropped) up to this many times the limit
 LINE_END = re.compile(r"\r\n?")
 ENDPOINTS = ("/translate", "/detect", "/languages", "/health", "/metrics", "/")
 
@@ -193,14 +194,18 @@ async def read_fields(request: Request, limit: int) -> tuple[dict[str, Any], boo
     """The request's fields and whether they came as JSON: its JSON object, or its form fields and query
     parameters (as LibreTranslate reads them). ApiError 413 for a body over `limit` bytes, 400 for a body that is
     not UTF-8 or not a JSON object."""
-    declared = request.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > limit:
-        raise ApiError(413, f"Request body too large: {int(declared):,} bytes, over the limit of {limit:,} bytes")
-    body = b""
-    async for chunk in request.stream():
-        body += chunk
-        if len(body) > limit:
-            raise ApiError(413, f"Request body too large: over the limit of {limit:,} bytes")
+    body, size = bytearray(), 0
+    async for chunk in request.stream():  # a body over the limit is read on and dropped, up to a point, so that
+        size += len(chunk)  # the client, still sending, gets the answer rather than a broken connection
+        if size > limit * DRAIN_FACTOR:
+            break
+        if size <= limit:
+            body += chunk
+    if size > limit:
+        declared = request.headers.get("content-length", "")
+        shown = f"{int(declared):,} bytes, " if declared.isdigit() else ""
+        raise ApiError(413, f"Request body too large: {shown}over the limit of {limit:,} bytes")
+    body = bytes(body)
     request._body = body  # read once: the form parser reads it from here
     content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
     if content_type == "application/json" or content_type.endswith("+json"):

@@ -16,11 +16,6 @@ from modeling_vanilla import EXTRA_OUTPUT_LENGTH
 
 from ..translator import Translator
 
-try:
-    from ..precision import resolve_precision
-except ImportError:  # before precision.py moves out of train.py
-    from ..train import resolve_precision
-
 BACKENDS = ("torch", "ctranslate2")
 PRECISIONS = ("auto", "fp32", "bf16")
 QUANTIZATIONS = ("float32", "int8")
@@ -35,6 +30,15 @@ class Backend(Protocol):
     def translate(self, sentences: list[str], hypotheses: int = 1) -> list[list[str]]:
         """The `hypotheses` best translations of each sentence, best first."""
         ...
+
+
+def resolve_precision(precision: str) -> str:
+    """`auto` made concrete as training makes it: bf16 where the GPU or the CPU computes it natively, else fp32."""
+    try:
+        from ..precision import resolve_precision as resolve
+    except ImportError:  # until precision.py moves out of train.py (imported here: train.py loads slowly)
+        from ..train import resolve_precision as resolve
+    return resolve(precision)
 
 
 def beam_size(translator: Translator, hypotheses: int, beams: int | None) -> int:
@@ -72,11 +76,9 @@ class TorchBackend:
 
 
 def ct2_model_folder(translator: Translator, quantization: str, cache: Path) -> Path:
-    """A CTranslate2 model of the translator: its folder if it already is one (it has model.bin), else an export
-    in `cache`, made on first use and reused while the weights file stays the same."""
+    """The CTranslate2 export of the translator's model folder in `cache`, made on first use and reused while the
+    weights files stay the same (same paths, sizes and modification times)."""
     folder = Path(translator.folder)
-    if (folder / "model.bin").is_file():
-        return folder
     weights = sorted(folder.glob("*.safetensors")) + sorted(folder.glob("*.bin"))
     identity = json.dumps(
         [str(folder.resolve()), quantization, [(str(w), w.stat().st_size, w.stat().st_mtime_ns) for w in weights]]
@@ -90,7 +92,7 @@ def ct2_model_folder(translator: Translator, quantization: str, cache: Path) -> 
 
 
 class CTranslate2Backend:
-    """The model exported to CTranslate2 (on the fly into `cache` if given as a model folder), decoding with the
+    """The model exported to CTranslate2 (on the fly into `cache`, see `ct2_model_folder`), decoding with the
     model's beam size and length penalty, at most the longest source + 50 tokens, as `generate` does."""
 
     def __init__(self, translator: Translator, quantization: str = "int8", cache: Path | None = None, beams=None):
