@@ -281,6 +281,51 @@ def test_bad_input_gets_a_4xx_in_libretranslates_shape(server, body, content_typ
     assert message in answer["error"]
 
 
+def test_html_keeps_the_markup_and_translates_the_text_between_tags(server, translator):
+    expected = offline(translator, LINES[:3])
+    source = f"<p class='x'>{LINES[0]}</p>\n<ul><li>{LINES[1]}</li><li>{LINES[2]}</li></ul><script>var a = 1;</script>"
+    status, answer = post_json(
+        server.url + "/translate", {"q": source, "source": "en", "target": "de", "format": "html"}
+    )
+    assert status == 200
+    assert answer["translatedText"] == (
+        f"<p class='x'>{expected[LINES[0]]}</p>\n<ul><li>{expected[LINES[1]]}</li><li>{expected[LINES[2]]}</li></ul>"
+        "<script>var a = 1;</script>"
+    )
+
+
+def test_a_sentence_longer_than_the_model_accepts_is_split_not_cut(server, translator):
+    half = " ".join(["one"] * 550)  # 1,100 words and </s>: over the model's 1,024 tokens; each half fits
+    assert translator.token_counts([f"{half} {half}"])[0] > translator.max_length
+    expected = offline(translator, [half])[half]
+    status, answer = post_json(server.url + "/translate", {"q": f"{half} {half}", "source": "en", "target": "de"})
+    assert (status, answer) == (200, {"translatedText": f"{expected} {expected}"})
+
+
+def test_several_models_each_a_language_pair(run, translator, tmp_path):
+    french = tmp_path / "en-fr"
+    shutil.copytree(run / "final", french)
+    results = json.loads((french / "training_results.json").read_text())
+    (french / "training_results.json").write_text(
+        json.dumps({**results, "languages": {"source": "en", "target": "fr"}})
+    )
+    backends = [TorchBackend(translator, "fp32"), TorchBackend(load_translator(french), "fp32")]
+    with InProcessServer(backends, Settings()) as server:
+        assert request(server.url + "/languages")[2] == [
+            {"code": "de", "name": "German", "targets": []},
+            {"code": "en", "name": "English", "targets": ["de", "fr"]},
+            {"code": "fr", "name": "French", "targets": []},
+        ]
+        status, answer = post_json(server.url + "/translate", {"q": LINES[0], "source": "auto", "target": "fr"})
+        assert status == 200 and answer["translatedText"] == offline(translator, LINES[:1])[LINES[0]]
+        assert post_json(server.url + "/translate", {"q": "x", "source": "de", "target": "fr"}) == (
+            400,
+            {"error": "French (fr) is not available as a target language from German (de)"},
+        )
+    with pytest.raises(ValueError, match="two models translate en-de"):
+        create_app([TorchBackend(translator, "fp32")] * 2)
+
+
 def test_metrics_count_requests_sentences_batches_and_queue_time(server):
     post_json(server.url + "/translate", {"q": "one two three one", "source": "en", "target": "de"})
     post_json(server.url + "/translate", {"q": "one two three one", "source": "en", "target": "de"})  # cached
