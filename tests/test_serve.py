@@ -26,9 +26,9 @@ import torch
 import uvicorn
 
 from vanilla_training.cli.serve import parser as serve_parser
+from vanilla_training.serving import handler as handler_module
 from vanilla_training.serving.app import Settings, create_app
 from vanilla_training.serving.backends import CTranslate2Backend, TorchBackend
-from vanilla_training.serving.handler import EndpointHandler
 from vanilla_training.train import main as train
 from vanilla_training.translator import load_translator
 
@@ -556,7 +556,11 @@ def test_ctranslate2_float32_equals_the_translator_and_its_export_is_cached(run,
 def test_the_inference_endpoints_handler(run, translator, tmp_path):
     folder = tmp_path / "repository"
     shutil.copytree(run / "final", folder)
-    handler = EndpointHandler(str(folder), precision="fp32")  # as the endpoint builds it (bf16 where native)
+    shutil.copy(Path(handler_module.__file__), folder / "handler.py")  # what a pushed folder carries
+    specification = importlib.util.spec_from_file_location("handler", folder / "handler.py")
+    loaded = importlib.util.module_from_spec(specification)
+    specification.loader.exec_module(loaded)  # as the endpoint's toolkit imports it, from the repository
+    handler = loaded.EndpointHandler(str(folder), precision="fp32")  # (bf16 where native, by default)
     expected = offline(translator, LINES[:3])
     paragraph = f"{LINES[0]}\n\n  {LINES[1]}"
     assert handler({"inputs": paragraph}) == [{"translation_text": f"{expected[LINES[0]]}\n\n  {expected[LINES[1]]}"}]
