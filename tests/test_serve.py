@@ -371,6 +371,33 @@ def test_a_full_queue_answers_503_at_once(translator):
         assert first.result(timeout=TIMEOUT)[0] == 200
 
 
+class FailsOnBad(TorchBackend):
+    """The torch backend, failing on any batch that holds the word "BAD" (a model input it cannot take)."""
+
+    def translate(self, sentences: list[str], hypotheses: int = 1) -> list[list[str]]:
+        if any("BAD" in sentence for sentence in sentences):
+            raise RuntimeError("this input breaks the model")
+        return super().translate(sentences, hypotheses)
+
+
+def test_a_request_the_model_fails_on_fails_alone_and_the_server_keeps_serving(translator):
+    expected = offline(translator, LINES[:2])
+    with InProcessServer([FailsOnBad(translator, "fp32")], Settings(wait_ms=200)) as server:
+        with ThreadPoolExecutor(3) as pool:  # within one batching window: one batch, then each sentence alone
+            answers = list(
+                pool.map(
+                    lambda q: post_json(server.url + "/translate", {"q": q, "source": "en", "target": "de"}),
+                    [LINES[0], "one BAD two", LINES[1]],
+                )
+            )
+        assert answers == [
+            (200, {"translatedText": expected[LINES[0]]}),
+            (500, {"error": "Cannot translate text: this input breaks the model"}),
+            (200, {"translatedText": expected[LINES[1]]}),
+        ]
+        assert post_json(server.url + "/translate", {"q": LINES[1], "source": "en", "target": "de"})[0] == 200
+
+
 def metric(url: str, name: str) -> float:
     """The value of one sample of /metrics (0 if absent)."""
     for line in request(url + "/metrics")[2].splitlines():

@@ -19,7 +19,6 @@ from importlib.resources import files
 from typing import Any
 
 from fastapi import FastAPI, Request
-from fastapi.exceptions import RequestValidationError
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
@@ -282,8 +281,6 @@ def create_app(backends: list[Backend], settings: Settings | None = None) -> Fas
         description="A LibreTranslate-compatible translation server for vanilla Transformer models.",
         lifespan=lifespan,
     )
-    app.state.metrics = metrics
-    app.state.pairs = pairs
     app.add_middleware(CORSMiddleware, allow_origins=["*"], allow_methods=["GET", "POST"], allow_headers=["*"])
     app.add_middleware(Measure, metrics=metrics)
 
@@ -295,9 +292,9 @@ def create_app(backends: list[Backend], settings: Settings | None = None) -> Fas
     async def http_error(request: Request, error: StarletteHTTPException):
         return JSONResponse({"error": str(error.detail)}, status_code=error.status_code, headers=error.headers)
 
-    @app.exception_handler(RequestValidationError)
-    async def validation_error(request: Request, error: RequestValidationError):
-        return JSONResponse({"error": f"Invalid request: {error.errors()}"}, status_code=400)
+    @app.exception_handler(Exception)
+    async def unexpected_error(request: Request, error: Exception):
+        return JSONResponse({"error": f"Internal error: {type(error).__name__}: {error}"}, status_code=500)
 
     def check_api_key(fields: dict[str, Any]) -> None:
         """LibreTranslate's check where keys are required: none given is 400, a wrong one 403."""
