@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from vanilla_training.serving.html_text import html_segments
-from vanilla_training.serving.paragraphs import Piece, rejoin, sentences, split_long, split_text, translate_text
+from vanilla_training.serving.paragraphs import Piece, rejoin, sentences, split_long, split_text, translate_paragraphs
 
 
 def shout(batch: list[str]) -> list[str]:
@@ -19,10 +19,12 @@ def test_blank_lines_indentation_and_the_trailing_newline_survive():
         "  In the beginning God created the heaven and the earth. And the earth was without form.\n\n"
         "\tMr. Smith left!  Then he came back.\r\n"
     )
-    assert translate_text(text, "en", shout) == (
+    assert translate_paragraphs([text, "", " Two. Lines."], "en", shout) == [
         "  <IN THE BEGINNING GOD CREATED THE HEAVEN AND THE EARTH.> <AND THE EARTH WAS WITHOUT FORM.>\n\n"
-        "\t<MR. SMITH LEFT!>  <THEN HE CAME BACK.>\r\n"
-    )
+        "\t<MR. SMITH LEFT!>  <THEN HE CAME BACK.>\r\n",
+        "",
+        " <TWO.> <LINES.>",
+    ]
 
 
 @pytest.mark.parametrize(

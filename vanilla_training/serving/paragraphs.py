@@ -113,8 +113,14 @@ def rejoin(pieces: list[Piece], translations: list[str]) -> str:
     return "".join(next(replacements) if piece.translate else piece.text for piece in pieces)
 
 
-def translate_text(text: str, language: str, translate: Callable[[list[str]], list[str]], fits=None) -> str:
-    """`text` translated sentence by sentence by `translate` (a list of sentences in, their translations out),
-    with its spacing and line breaks kept."""
-    pieces = split_text(text, language, fits)
-    return rejoin(pieces, translate(sentences(pieces)))
+def translate_paragraphs(
+    texts: list[str],
+    language: str,
+    translate: Callable[[list[str]], list[str]],
+    fits: Callable[[str], bool] | None = None,
+) -> list[str]:
+    """Each text translated sentence by sentence, with its spacing and line breaks kept; `translate` (a list of
+    sentences in, their translations out) is called once, with the sentences of all the texts."""
+    layouts = [split_text(text, language, fits) for text in texts]
+    translations = iter(translate([sentence for pieces in layouts for sentence in sentences(pieces)]))
+    return [rejoin(pieces, [next(translations) for _ in sentences(pieces)]) for pieces in layouts]
