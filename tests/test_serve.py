@@ -25,6 +25,7 @@ import pytest
 import torch
 import uvicorn
 
+from vanilla_training.cli.serve import load_backend
 from vanilla_training.cli.serve import parser as serve_parser
 from vanilla_training.serving import handler as handler_module
 from vanilla_training.serving.app import Settings, create_app
@@ -639,3 +640,14 @@ def test_the_serving_benchmark_runs_at_a_tiny_size(run, tmp_path, capsys):
     results = json.loads((tmp_path / "speed.json").read_text())
     assert results["sentences"] == len(LINES)
     assert set(results["results"]["torch-fp32"]) == {"offline", "1", "2"}
+
+
+def test_a_model_that_records_no_languages_takes_them_from_the_command_line(run, tmp_path):
+    converted = tmp_path / "converted"
+    shutil.copytree(run / "final", converted, ignore=shutil.ignore_patterns("training_results.json"))
+    args = serve_parser().parse_args([str(converted), "--precision", "fp32"])
+    with pytest.raises(ValueError, match="records no languages: give them as .*converted:SOURCE-TARGET"):
+        load_backend(str(converted), args)
+    assert load_backend(f"{converted}:en-de", args).translator.languages == ("en", "de")
+    with pytest.raises(ValueError, match="translates en-de, not en-fr"):
+        load_backend(f"{run}:en-fr", args)

@@ -18,8 +18,12 @@ import re
 import signal
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-PAIR = re.compile(r"^(?P<model>.+):(?P<source>[A-Za-z][A-Za-z_-]*)-(?P<target>[A-Za-z][A-Za-z_]*)$")
+if TYPE_CHECKING:
+    from ..serving.backends import Backend
+
+PAIR = re.compile(r"^(?P<model>.+):(?P<source>[A-Za-z_]+)-(?P<target>[A-Za-z_]+)$")
 
 
 def positive(text: str) -> int:
@@ -169,6 +173,28 @@ def read_api_keys(path: Path) -> frozenset[str]:
     return frozenset(line.strip() for line in lines if line.strip() and not line.strip().startswith("#"))
 
 
+def load_backend(model: str, args: argparse.Namespace) -> "Backend":
+    """The backend serving MODEL (a run or model folder, a Hub id, or any of them as MODEL:SOURCE-TARGET);
+    ValueError naming the model and the problem."""
+    from ..serving.backends import CTranslate2Backend, TorchBackend
+    from ..translator import load_translator
+
+    named = PAIR.match(model) if not Path(model).exists() else None
+    folder, source, target = (named["model"], named["source"], named["target"]) if named else (model, None, None)
+    try:
+        translator = load_translator(folder, source, target)
+    except (ValueError, OSError) as error:  # LanguageMismatchError is a ValueError, FileNotFoundError an OSError
+        raise ValueError(f"{model}: {error}") from None
+    if translator.languages is None:
+        raise ValueError(f"{model} records no languages: give them as {model}:SOURCE-TARGET (e.g. {model}:en-de)")
+    if args.backend == "torch":
+        backend = TorchBackend(translator, args.precision, args.beams)
+    else:
+        backend = CTranslate2Backend(translator, args.quantization, args.ct2_cache, args.beams)
+    print(f"{model}: {'-'.join(translator.languages)}, {backend.description}", file=sys.stderr, flush=True)
+    return backend
+
+
 def main(argv: list[str] | None = None) -> None:
     arguments = parser()
     args = arguments.parse_args(argv)
@@ -181,25 +207,11 @@ def main(argv: list[str] | None = None) -> None:
     import uvicorn
 
     from ..serving.app import Settings, create_app
-    from ..serving.backends import CTranslate2Backend, TorchBackend
-    from ..translator import LanguageMismatchError, load_translator
 
-    backends = []
-    for model in args.models:
-        named = PAIR.match(model) if not Path(model).exists() else None
-        folder, source, target = (named["model"], named["source"], named["target"]) if named else (model, None, None)
-        try:
-            translator = load_translator(folder, source, target)
-        except (LanguageMismatchError, FileNotFoundError, OSError) as error:
-            arguments.error(f"{model}: {error}")
-        if translator.languages is None:
-            arguments.error(f"{model} records no languages: give them as {model}:SOURCE-TARGET (e.g. {model}:en-de)")
-        if args.backend == "torch":
-            backend = TorchBackend(translator, args.precision, args.beams)
-        else:
-            backend = CTranslate2Backend(translator, args.quantization, args.ct2_cache, args.beams)
-        print(f"{model}: {'-'.join(translator.languages)}, {backend.description}", file=sys.stderr, flush=True)
-        backends.append(backend)
+    try:
+        backends = [load_backend(model, args) for model in args.models]
+    except ValueError as error:
+        arguments.error(str(error))
     settings = Settings(
         api_keys=keys,
         char_limit=args.char_limit,
