@@ -245,6 +245,8 @@ BAD_INPUT = [
     (b'{"q": "one", "source": "en", "target": "de", "format": "xml"}', "application/json", 400, "xml format"),
     (b'{"q": "one", "source": "en", "target": "de", "alternatives": "x"}', "application/json", 400, "not a number"),
     (b'{"q": "one", "source": "en", "target": "de", "alternatives": 9}', "application/json", 400, "must be <= 3"),
+    (b'{"q": "one", "source": "en", "target": "de", "alternatives": [1]}', "application/json", 400, "not a number"),
+    (b'{"q": "one", "source": "en", "target": "de", "alternatives": 1e999}', "application/json", 400, "not a number"),
     (b'{"q": "\xff\xfe", "source": "en", "target": "de"}', "application/json", 400, "not UTF-8"),
     (b"q=\xff\xfe&source=en&target=de", "application/x-www-form-urlencoded", 400, "not UTF-8"),
     (b"q=one&source=en", "application/x-www-form-urlencoded", 400, "missing target parameter"),

@@ -365,10 +365,10 @@ def create_app(backends: list[Backend], settings: Settings | None = None) -> Fas
             raise ApiError(400, "Invalid request: q parameter must be a string or a list of strings")
         alternatives = fields.get("alternatives", 0)
         try:
-            if isinstance(alternatives, float | bool) or alternatives is None:
+            if isinstance(alternatives, bool) or alternatives is None:
                 raise ValueError
-            alternatives = max(0, int(alternatives))
-        except ValueError:
+            alternatives = max(0, int(alternatives))  # as LibreTranslate: 2.7 is 2
+        except (TypeError, ValueError, OverflowError):
             raise ApiError(400, "Invalid request: alternatives parameter is not a number") from None
         if settings.alternatives_limit != -1 and alternatives > settings.alternatives_limit:
             raise ApiError(400, f"Invalid request: alternatives parameter must be <= {settings.alternatives_limit}")
@@ -400,9 +400,8 @@ def create_app(backends: list[Backend], settings: Settings | None = None) -> Fas
                 f"{language_name(target)} ({target}) is not available as a target language from "
                 f"{language_name(source)} ({source})",
             )
-        best, others = await translate_texts(request, pair, texts, text_format, alternatives + 1)
-        if text_format == "html":
-            others = [[] for _ in others]
+        hypotheses = 1 if text_format == "html" else alternatives + 1  # as LibreTranslate: none for HTML
+        best, others = await translate_texts(request, pair, texts, text_format, hypotheses)
         result: dict[str, Any] = {"translatedText": best if is_list else best[0]}
         if detected is not None:
             result["detectedLanguage"] = [detected] * len(texts) if is_list else detected
