@@ -24,6 +24,8 @@ from pathlib import Path
 import pytest
 import torch
 import uvicorn
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from vanilla_training.cli.serve import load_backend
 from vanilla_training.cli.serve import parser as serve_parser
@@ -329,6 +331,36 @@ def test_several_models_each_a_language_pair(run, translator, tmp_path):
         create_app([TorchBackend(translator, "fp32")] * 2)
 
 
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=12),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3),
+    max_leaves=6,
+)
+FIELD_VALUES = {
+    "q": st.sampled_from(["one two", "red house. the house", ""]) | JSON_VALUES,
+    "source": st.sampled_from(["en", "auto", "de", "xx"]) | JSON_VALUES,
+    "target": st.sampled_from(["de", "en"]) | JSON_VALUES,
+    "format": st.sampled_from(["text", "html"]) | JSON_VALUES,
+    "alternatives": st.sampled_from([0, 1, "2"]) | JSON_VALUES,
+    "api_key": JSON_VALUES,
+}
+
+
+def test_no_json_body_gets_a_500_or_another_shape(translator):
+    """Any JSON object over /translate's fields (and a few others) gets 200 or a 4xx in LibreTranslate's shape."""
+    with InProcessServer([TorchBackend(translator, "fp32")], Settings(cache_size=0)) as server:
+
+        @settings(max_examples=60, deadline=None)
+        @given(st.fixed_dictionaries({}, optional=FIELD_VALUES) | JSON_VALUES)
+        def check(fields):
+            status, answer = post_json(server.url + "/translate", fields)
+            assert status == 200 or (400 <= status < 500 and list(answer) == ["error"]), (status, answer)
+            if status == 200:
+                assert isinstance(answer["translatedText"], str | list)
+
+        check()
+
+
 def test_metrics_count_requests_sentences_batches_and_queue_time(server):
     post_json(server.url + "/translate", {"q": "one two three one", "source": "en", "target": "de"})
     post_json(server.url + "/translate", {"q": "one two three one", "source": "en", "target": "de"})  # cached
@@ -361,8 +393,8 @@ def test_api_keys_are_checked_where_configured(translator):
 
 
 def test_a_full_queue_answers_503_at_once(translator):
-    settings = Settings(max_queue=4, wait_ms=1000, cache_size=0)
-    with InProcessServer([TorchBackend(translator, "fp32")], settings) as server, ThreadPoolExecutor(1) as pool:
+    limits = Settings(max_queue=4, wait_ms=1000, cache_size=0)
+    with InProcessServer([TorchBackend(translator, "fp32")], limits) as server, ThreadPoolExecutor(1) as pool:
         first = pool.submit(post_json, server.url + "/translate", {"q": LINES[:3], "source": "en", "target": "de"})
         time.sleep(0.3)  # the first request's 3 sentences wait for their batch (1 s)
         started = time.monotonic()
@@ -410,8 +442,8 @@ def metric(url: str, name: str) -> float:
 
 
 def test_a_client_that_disconnects_costs_the_model_nothing(translator):
-    settings = Settings(wait_ms=1000, cache_size=0)
-    with InProcessServer([TorchBackend(translator, "fp32")], settings) as server:
+    limits = Settings(wait_ms=1000, cache_size=0)
+    with InProcessServer([TorchBackend(translator, "fp32")], limits) as server:
         body = json.dumps({"q": "the big house", "source": "en", "target": "de"}).encode()
         with socket.create_connection(("127.0.0.1", server.port), timeout=TIMEOUT) as gone:
             head = (
