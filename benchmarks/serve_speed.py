@@ -1,0 +1,199 @@
+"""Serving speed: vanilla-serve's throughput and latency at 1, 8 and 32 concurrent clients against the offline batch
+job of the same backend (vanilla-translate's batching: the ceiling that batching across requests aims at).
+
+For each system (torch fp32 and bf16, CTranslate2 float32 and int8), the script starts `vanilla-serve MODEL` with
+that backend in a process of its own on a free port of 127.0.0.1 (no cache: `--cache-size 0`), and for each client
+count runs that many client threads, each posting one sentence per request to POST /translate, one request after
+the other, until every sentence has been sent once. Reported: sentences per second (all sentences / wall time) and
+the median (p50) and 95th percentile (p95) of request latency. Beside them the offline job: the same backend, in
+this process, translating all the sentences in batches of similar length within `--max-tokens` source tokens.
+Ratios printed: server at the most clients / offline (the target: at least 0.8), server at the most clients / one
+client (at least 4), and CTranslate2 int8 / torch bf16 at the most clients (at least 2).
+
+Sentences: the English side of the built-in corpus's test split (`--pair`, built on first use), or `--sentences
+FILE` (a JSONL file of the corpus layout, or plain text, one sentence a line), first split into sentences as the
+server splits text (so that the server and the offline job translate the same sentences), at most `--limit`.
+The client threads run in this process and share the machine with the server: on 2 cores they take a part of it.
+
+    python benchmarks/serve_speed.py --model runs/demo
+    python benchmarks/serve_speed.py --model runs/demo --systems torch-bf16,ct2-int8 --clients 1,32 --limit 300
+"""
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+
+from vanilla_training.batching import TokenBudgetBatchSampler
+from vanilla_training.serving.backends import CTranslate2Backend, TorchBackend
+from vanilla_training.serving.paragraphs import sentences as sentences_of
+from vanilla_training.serving.paragraphs import split_text
+from vanilla_training.translator import load_translator
+
+SYSTEMS = {
+    "torch-fp32": ("torch", "fp32"),
+    "torch-bf16": ("torch", "bf16"),
+    "ct2-float32": ("ctranslate2", "float32"),
+    "ct2-int8": ("ctranslate2", "int8"),
+}
+
+
+def read_sentences(args: argparse.Namespace) -> list[str]:
+    """The source sentences to translate, split as the server splits text, at most `args.limit`."""
+    if args.sentences is None:
+        from vanilla_training.corpus import load_corpus
+
+        source = args.pair.split("-")[0]
+        texts = [pair[source] for pair in load_corpus(args.pair)["test"]["translation"]]
+    else:
+        lines = args.sentences.read_text(encoding="utf-8").splitlines()
+        texts = [
+            json.loads(line)["translation"][args.pair.split("-")[0]] if line.startswith("{") else line for line in lines
+        ]
+    language = args.pair.split("-")[0]
+    sentences = [sentence for text in texts for sentence in sentences_of(split_text(text, language))]
+    return sentences[: args.limit]
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def start_server(model: str, system: str, cache: Path, log: Path) -> tuple[subprocess.Popen, str]:
+    """vanilla-serve with the system's backend, once it answers /health."""
+    backend, kind = SYSTEMS[system]
+    port = free_port()
+    option = ["--precision", kind] if backend == "torch" else ["--quantization", kind, "--ct2-cache", str(cache)]
+    command = [sys.executable, "-m", "vanilla_training.cli.serve", model, "--port", str(port), "--backend", backend]
+    command += [*option, "--cache-size", "0", "--log-level", "warning", "--max-queue", "100000"]
+    with log.open("wb") as output:
+        process = subprocess.Popen(command, stdout=output, stderr=output)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 600
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"vanilla-serve exited: {log.read_text()}")
+        try:
+            with urllib.request.urlopen(url + "/health", timeout=5):
+                return process, url
+        except OSError:
+            time.sleep(0.2)
+    process.kill()
+    raise TimeoutError(f"vanilla-serve did not start: {log.read_text()}")
+
+
+def post(url: str, sentence: str, source: str, target: str) -> float:
+    """Seconds to translate one sentence through POST /translate."""
+    body = json.dumps({"q": sentence, "source": source, "target": target}).encode()
+    started = time.perf_counter()
+    call = urllib.request.Request(url + "/translate", data=body, headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(call, timeout=600) as response:
+        json.loads(response.read())
+    return time.perf_counter() - started
+
+
+def measure_server(url: str, sentences: list[str], clients: int, source: str, target: str) -> dict:
+    """Sentences per second and latency percentiles with `clients` threads sharing the sentences."""
+    shares = [sentences[i::clients] for i in range(clients)]
+
+    def client(share: list[str]) -> list[float]:
+        return [post(url, sentence, source, target) for sentence in share]
+
+    started = time.perf_counter()
+    with ThreadPoolExecutor(clients) as pool:
+        latencies = [latency for share in pool.map(client, shares) for latency in share]
+    seconds = time.perf_counter() - started
+    return {
+        "sentences_per_second": len(sentences) / seconds,
+        "p50": float(np.percentile(latencies, 50)),
+        "p95": float(np.percentile(latencies, 95)),
+    }
+
+
+def measure_offline(model: str, system: str, sentences: list[str], max_tokens: int, cache: Path) -> dict:
+    """Sentences per second of the same backend translating all the sentences as one batch job."""
+    backend_name, kind = SYSTEMS[system]
+    translator = load_translator(model)
+    backend = TorchBackend(translator, kind) if backend_name == "torch" else CTranslate2Backend(translator, kind, cache)
+    lengths = np.array(translator.token_counts(sentences))
+    batches = [list(batch) for batch in TokenBudgetBatchSampler(lengths, max_tokens, shuffle=False)]
+    backend.translate(sentences[:4])  # warm-up
+    started = time.perf_counter()
+    for batch in batches:
+        backend.translate([sentences[i] for i in batch])
+    return {"sentences_per_second": len(sentences) / (time.perf_counter() - started)}
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model", required=True, help="a run folder or model folder (vanilla-serve's MODEL)")
+    parser.add_argument("--pair", default="en-de", help="language pair (default: en-de)")
+    parser.add_argument("--sentences", type=Path, help="JSONL or text file (default: the built-in test verses)")
+    parser.add_argument("--limit", type=int, default=1000, help="at most this many sentences (default: 1000)")
+    parser.add_argument("--clients", default="1,8,32", help="concurrent client counts (default: 1,8,32)")
+    parser.add_argument("--systems", default=",".join(SYSTEMS), help=f"of {', '.join(SYSTEMS)} (default: all)")
+    parser.add_argument("--max-tokens", type=int, default=4096, help="offline batch budget (default: 4096)")
+    parser.add_argument("--json", type=Path, help="also write the results here")
+    args = parser.parse_args(argv)
+    args.clients = [int(count) for count in args.clients.split(",")]
+    args.systems = args.systems.split(",")
+    unknown = set(args.systems) - set(SYSTEMS)
+    if unknown:
+        parser.error(f"unknown systems {sorted(unknown)}; choose from {', '.join(SYSTEMS)}")
+    return args
+
+
+def main(argv: list[str] | None = None) -> dict:
+    args = parse_args(argv)
+    source, target = args.pair.split("-")
+    sentences = read_sentences(args)
+    results: dict[str, dict] = {}
+    with tempfile.TemporaryDirectory(prefix="serve-speed-") as folder:
+        cache = Path(folder) / "ct2"
+        for system in args.systems:
+            results[system] = {"offline": measure_offline(args.model, system, sentences, args.max_tokens, cache)}
+            process, url = start_server(args.model, system, cache, Path(folder) / f"{system}.log")
+            try:
+                post(url, sentences[0], source, target)  # warm-up
+                for clients in args.clients:
+                    results[system][clients] = measure_server(url, sentences, clients, source, target)
+            finally:
+                process.terminate()
+                process.wait(timeout=120)
+    most, fewest = max(args.clients), min(args.clients)
+    print(f"{len(sentences)} sentences ({args.pair}), model {args.model}")
+    print("| system | offline sent/s | " + " | ".join(f"{c} clients: sent/s, p50, p95" for c in args.clients) + " |")
+    print("|---" * (2 + len(args.clients)) + "|")
+    for system, result in results.items():
+        cells = [
+            f"{r['sentences_per_second']:.1f}, {r['p50'] * 1000:.0f} ms, {r['p95'] * 1000:.0f} ms"
+            for r in (result[c] for c in args.clients)
+        ]
+        print(f"| {system} | {result['offline']['sentences_per_second']:.1f} | " + " | ".join(cells) + " |")
+    for system, result in results.items():
+        at_most = result[most]["sentences_per_second"]
+        print(
+            f"{system}: {most} clients / offline {at_most / result['offline']['sentences_per_second']:.2f}x, "
+            f"{most} clients / {fewest} client(s) {at_most / result[fewest]['sentences_per_second']:.2f}x"
+        )
+    if {"ct2-int8", "torch-bf16"} <= results.keys():
+        ratio = results["ct2-int8"][most]["sentences_per_second"] / results["torch-bf16"][most]["sentences_per_second"]
+        print(f"ct2-int8 / torch-bf16 at {most} clients: {ratio:.2f}x")
+    if args.json is not None:
+        args.json.write_text(json.dumps({"sentences": len(sentences), "results": results}, indent=2))
+    return results
+
+
+if __name__ == "__main__":
+    main()

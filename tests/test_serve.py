@@ -1,0 +1,687 @@
+"""vanilla-serve end to end, on a toy model trained here: the real server process on 127.0.0.1, every endpoint in
+JSON and form bodies, answers equal to `Translator.translate` (the code of vanilla-translate), a LibreTranslate
+client written elsewhere, bad input, API keys, the queue-full path, load from 64 clients, SIGTERM under load,
+the web page in headless Chromium, the CTranslate2 backend and the Inference Endpoints handler."""
+
+import importlib.util
+import json
+import os
+import random
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+import torch
+import uvicorn
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from vanilla_training.cli.serve import load_backend
+from vanilla_training.cli.serve import parser as serve_parser
+from vanilla_training.cli.train import main as train
+from vanilla_training.serving import handler as handler_module
+from vanilla_training.serving.app import Settings, create_app
+from vanilla_training.serving.backends import CTranslate2Backend, TorchBackend
+from vanilla_training.translator import load_translator
+
+from helpers import free_port, toy_pairs, toy_run_args, write_toy_corpus
+
+pytestmark = pytest.mark.slow  # the toy training run takes about 15 s on 2 idle cores
+
+TIMEOUT = 60  # seconds any one HTTP request may take
+LINES = ["the big red house", "one", "two three one two the house", "red house", "three", "the house"]
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory) -> Path:
+    """A toy run folder (en-de, recorded by training)."""
+    folder = tmp_path_factory.mktemp("run")
+    files = write_toy_corpus(folder, {"train": 400, "validation": 20, "test": 25})
+    train(toy_run_args(files, folder / "run", show=0))
+    return folder / "run"
+
+
+@pytest.fixture(scope="module")
+def translator(run):
+    """The run's model in float32, as vanilla-translate loads it."""
+    return load_translator(run)
+
+
+def request(url: str, body: bytes | None = None, content_type: str = "application/json", method: str | None = None):
+    """(status, headers, decoded JSON or text) of one HTTP request; an HTTP error status is returned, not raised."""
+    headers = {"Content-Type": content_type} if body is not None else {}
+    call = urllib.request.Request(url, data=body, headers=headers, method=method)
+    try:
+        with urllib.request.urlopen(call, timeout=TIMEOUT) as response:
+            status, answer_headers, raw = response.status, response.headers, response.read()
+    except urllib.error.HTTPError as error:
+        status, answer_headers, raw = error.code, error.headers, error.read()
+    text = raw.decode("utf-8")
+    is_json = answer_headers.get("content-type", "").startswith("application/json")
+    return status, answer_headers, json.loads(text) if is_json else text
+
+
+def post_json(url: str, fields) -> tuple[int, dict]:
+    status, _, answer = request(url, json.dumps(fields).encode())
+    return status, answer
+
+
+def post_form(url: str, fields: dict) -> tuple[int, dict]:
+    status, _, answer = request(url, urllib.parse.urlencode(fields).encode(), "application/x-www-form-urlencoded")
+    return status, answer
+
+
+class ServerProcess:
+    """`python -m vanilla_training.cli.serve` on a free port of 127.0.0.1, its output in a file."""
+
+    def __init__(self, model: Path, log: Path, *options: str):
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.log = log
+        command = [sys.executable, "-m", "vanilla_training.cli.serve", str(model), "--port", str(self.port)]
+        with log.open("wb") as output:
+            self.process = subprocess.Popen([*command, "--precision", "fp32", *options], stdout=output, stderr=output)
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline:
+            assert self.process.poll() is None, f"the server exited: {log.read_text()}"
+            try:
+                if request(self.url + "/health")[0] == 200:
+                    return
+            except OSError:
+                time.sleep(0.2)
+        self.stop()
+        raise TimeoutError(f"the server did not answer in 180 s: {log.read_text()}")
+
+    def stop(self) -> int:
+        """SIGTERM, then its exit status (killed after 60 s)."""
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                return self.process.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(timeout=10)
+                raise
+        return self.process.returncode
+
+
+@pytest.fixture(scope="module")
+def server(run, tmp_path_factory):
+    process = ServerProcess(run, tmp_path_factory.mktemp("server") / "server.log")
+    yield process
+    assert process.stop() == 0
+
+
+class InProcessServer:
+    """The app of `create_app` under uvicorn in a thread of this process, on a free port."""
+
+    def __init__(self, backends, settings: Settings):
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        config = uvicorn.Config(create_app(backends, settings), host="127.0.0.1", port=self.port, log_level="error")
+        self.server = uvicorn.Server(config)
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+
+    def __enter__(self):
+        self.thread.start()
+        deadline = time.monotonic() + 30
+        while not self.server.started:
+            assert time.monotonic() < deadline and self.thread.is_alive(), "the in-process server did not start"
+            time.sleep(0.05)
+        return self
+
+    def __exit__(self, *exc):
+        self.server.should_exit = True
+        self.thread.join(timeout=30)
+        assert not self.thread.is_alive()
+
+
+def offline(translator, lines: list[str]) -> dict[str, str]:
+    """Each distinct line's translation by `Translator.translate` (vanilla-translate's code), as one batch job."""
+    unique = sorted(set(lines))
+    return dict(zip(unique, translator.translate(unique, progress=False), strict=True))
+
+
+def test_it_listens_on_loopback_and_says_where(server):
+    assert f"Uvicorn running on http://127.0.0.1:{server.port}" in server.log.read_text()
+
+
+def test_languages_health_docs_and_openapi(server):
+    assert request(server.url + "/languages")[2] == [
+        {"code": "de", "name": "German", "targets": []},
+        {"code": "en", "name": "English", "targets": ["de"]},
+    ]
+    assert request(server.url + "/health")[2] == {"status": "ok"}
+    assert "swagger" in request(server.url + "/docs")[2].lower()
+    spec = request(server.url + "/openapi.json")[2]
+    body = spec["paths"]["/translate"]["post"]["requestBody"]["content"]
+    assert set(body) == {"application/json", "application/x-www-form-urlencoded", "multipart/form-data"}
+    fields = body["application/json"]["schema"]["properties"]
+    assert set(fields) == {"q", "source", "target", "format", "alternatives", "api_key"}
+    assert all(field.get("description") for field in fields.values())
+
+
+def test_json_and_form_strings_lists_and_paragraphs_equal_the_translator(server, translator):
+    expected = offline(translator, LINES)
+    url = server.url + "/translate"
+    for line in LINES:
+        assert post_json(url, {"q": line, "source": "en", "target": "de"}) == (200, {"translatedText": expected[line]})
+        assert post_form(url, {"q": line, "source": "en", "target": "de"}) == (200, {"translatedText": expected[line]})
+    assert post_json(url, {"q": LINES, "source": "en", "target": "de"}) == (
+        200,
+        {"translatedText": [expected[line] for line in LINES]},
+    )
+    paragraph = f"  {LINES[0]}\n\n\t{LINES[1]}\n{LINES[2]}\n"
+    translation = f"  {expected[LINES[0]]}\n\n\t{expected[LINES[1]]}\n{expected[LINES[2]]}\n"
+    assert post_json(url, {"q": paragraph, "source": "en", "target": "de"}) == (200, {"translatedText": translation})
+    form_paragraph = paragraph.replace("\n", "\r\n")  # a form's line ends become \n, as LibreTranslate does
+    assert post_form(url, {"q": form_paragraph, "source": "en", "target": "de"})[1]["translatedText"] == translation
+
+
+def test_alternatives_are_the_beams_next_best(server, translator):
+    sentence = "two three one two the house"
+    model, tokenizer = translator.model, translator.tokenizer
+    inputs = tokenizer([sentence], return_tensors="pt")
+    with torch.no_grad():
+        output = model.generate(**inputs, max_new_tokens=inputs["input_ids"].shape[1] + 50, num_return_sequences=3)
+    beams = tokenizer.batch_decode(output, skip_special_tokens=True)
+    status, answer = post_json(
+        server.url + "/translate", {"q": sentence, "source": "en", "target": "de", "alternatives": 2}
+    )
+    assert status == 200
+    assert answer["translatedText"] == beams[0]
+    assert answer["alternatives"] == [text for text in dict.fromkeys(beams[1:]) if text != beams[0]]
+    status, answer = post_form(
+        server.url + "/translate", {"q": sentence, "source": "en", "target": "de", "alternatives": "2"}
+    )
+    assert answer["alternatives"] == [text for text in dict.fromkeys(beams[1:]) if text != beams[0]]
+
+
+def test_auto_detects_the_source_and_detect_ranks_the_served_languages(server, translator):
+    expected = offline(translator, LINES[:2])
+    status, answer = post_json(server.url + "/translate", {"q": LINES[0], "source": "auto", "target": "de"})
+    assert status == 200 and answer["translatedText"] == expected[LINES[0]]
+    assert answer["detectedLanguage"]["language"] == "en" and 0 < answer["detectedLanguage"]["confidence"] <= 100
+    status, answer = post_json(server.url + "/translate", {"q": LINES[:2], "source": "auto", "target": "de"})
+    assert answer["translatedText"] == [expected[line] for line in LINES[:2]]
+    assert [d["language"] for d in answer["detectedLanguage"]] == ["en", "en"]
+    status, ranking = post_form(server.url + "/detect", {"q": "Und Gott sprach: Es werde Licht! Und es ward Licht."})
+    assert status == 200 and [d["language"] for d in ranking] == ["de", "en"]
+    assert ranking[0]["confidence"] > ranking[1]["confidence"]
+
+
+def test_a_libretranslate_client_written_elsewhere(server, translator):
+    from libretranslatepy import LibreTranslateAPI
+
+    client = LibreTranslateAPI(server.url)
+    assert client.translate(LINES[0], "en", "de") == offline(translator, LINES[:1])[LINES[0]]
+    assert [language["code"] for language in client.languages()] == ["de", "en"]
+    assert client.detect("In the beginning God created the heaven and the earth.")[0]["language"] == "en"
+    keyed = LibreTranslateAPI(server.url, api_key="anything")  # keys are not checked where none are configured
+    assert keyed.translate(LINES[1], "en", "de") == offline(translator, LINES[1:2])[LINES[1]]
+
+
+BAD_INPUT = [
+    (b'{"q": "one", "source": "en"', "application/json", 400, "Invalid JSON format"),
+    (b'["one"]', "application/json", 400, "Invalid JSON format"),
+    (b'{"q": "one", "source": "en", "target": 5}', "application/json", 400, "5 is not supported"),
+    (b'{"q": 5, "source": "en", "target": "de"}', "application/json", 400, "q parameter must be a string"),
+    (b'{"q": ["a", 1], "source": "en", "target": "de"}', "application/json", 400, "q parameter must be a string"),
+    (b'{"q": "", "source": "en", "target": "de"}', "application/json", 400, "missing q parameter"),
+    (b'{"source": "en", "target": "de"}', "application/json", 400, "missing q parameter"),
+    (b'{"q": "one", "target": "de"}', "application/json", 400, "missing source parameter"),
+    (b'{"q": "one", "source": "en"}', "application/json", 400, "missing target parameter"),
+    (b'{"q": "one", "source": "xx", "target": "de"}', "application/json", 400, "xx is not supported"),
+    (b'{"q": "one", "source": "en", "target": "en"}', "application/json", 400, "English (en) is not available"),
+    (b'{"q": "one", "source": "en", "target": "de", "format": "xml"}', "application/json", 400, "xml format"),
+    (b'{"q": "one", "source": "en", "target": "de", "alternatives": "x"}', "application/json", 400, "not a number"),
+    (b'{"q": "one", "source": "en", "target": "de", "alternatives": 9}', "application/json", 400, "must be <= 3"),
+    (b'{"q": "one", "source": "en", "target": "de", "alternatives": [1]}', "application/json", 400, "not a number"),
+    (b'{"q": "one", "source": "en", "target": "de", "alternatives": 1e999}', "application/json", 400, "not a number"),
+    (b'{"q": "\xff\xfe", "source": "en", "target": "de"}', "application/json", 400, "not UTF-8"),
+    (b"q=\xff\xfe&source=en&target=de", "application/x-www-form-urlencoded", 400, "not UTF-8"),
+    (b"q=one&source=en", "application/x-www-form-urlencoded", 400, "missing target parameter"),
+    (
+        json.dumps({"q": "one " * 1300, "source": "en", "target": "de"}).encode(),
+        "application/json",
+        400,
+        "request (5200) exceeds text limit (5000)",
+    ),
+    (
+        json.dumps({"q": ["one"] * 101, "source": "en", "target": "de"}).encode(),
+        "application/json",
+        400,
+        "request (101) exceeds text limit (100)",
+    ),
+    (
+        json.dumps({"q": "one\n" * 501, "source": "en", "target": "de"}).encode(),
+        "application/json",
+        400,
+        "request (501 sentences) exceeds sentence limit (500)",
+    ),
+    (
+        json.dumps({"q": "one " * 300_000, "source": "en", "target": "de"}).encode(),
+        "application/json",
+        413,
+        "over the limit of 1,000,000 bytes",
+    ),
+]
+
+
+@pytest.mark.parametrize(("body", "content_type", "status", "message"), BAD_INPUT, ids=[m for *_, m in BAD_INPUT])
+def test_bad_input_gets_a_4xx_in_libretranslates_shape(server, body, content_type, status, message):
+    answered, _, answer = request(server.url + "/translate", body, content_type)
+    assert (answered, list(answer)) == (status, ["error"])
+    assert message in answer["error"]
+
+
+def test_html_keeps_the_markup_and_translates_the_text_between_tags(server, translator):
+    expected = offline(translator, LINES[:3])
+    source = f"<p class='x'>{LINES[0]}</p>\n<ul><li>{LINES[1]}</li><li>{LINES[2]}</li></ul><script>var a = 1;</script>"
+    status, answer = post_json(
+        server.url + "/translate", {"q": source, "source": "en", "target": "de", "format": "html"}
+    )
+    assert status == 200
+    assert answer["translatedText"] == (
+        f"<p class='x'>{expected[LINES[0]]}</p>\n<ul><li>{expected[LINES[1]]}</li><li>{expected[LINES[2]]}</li></ul>"
+        "<script>var a = 1;</script>"
+    )
+
+
+def test_a_sentence_longer_than_the_model_accepts_is_split_not_cut(server, translator):
+    half = " ".join(["one"] * 550)  # 1,100 words and </s>: over the model's 1,024 tokens; each half fits
+    assert translator.token_counts([f"{half} {half}"])[0] > translator.max_length
+    expected = offline(translator, [half])[half]
+    status, answer = post_json(server.url + "/translate", {"q": f"{half} {half}", "source": "en", "target": "de"})
+    assert (status, answer) == (200, {"translatedText": f"{expected} {expected}"})
+
+
+def test_several_models_each_a_language_pair(run, translator, tmp_path):
+    french = tmp_path / "en-fr"
+    shutil.copytree(run / "final", french)
+    results = json.loads((french / "training_results.json").read_text())
+    (french / "training_results.json").write_text(
+        json.dumps({**results, "languages": {"source": "en", "target": "fr"}})
+    )
+    backends = [TorchBackend(translator, "fp32"), TorchBackend(load_translator(french), "fp32")]
+    with InProcessServer(backends, Settings()) as server:
+        assert request(server.url + "/languages")[2] == [
+            {"code": "de", "name": "German", "targets": []},
+            {"code": "en", "name": "English", "targets": ["de", "fr"]},
+            {"code": "fr", "name": "French", "targets": []},
+        ]
+        status, answer = post_json(server.url + "/translate", {"q": LINES[0], "source": "auto", "target": "fr"})
+        assert status == 200 and answer["translatedText"] == offline(translator, LINES[:1])[LINES[0]]
+        assert post_json(server.url + "/translate", {"q": "x", "source": "de", "target": "fr"}) == (
+            400,
+            {"error": "French (fr) is not available as a target language from German (de)"},
+        )
+    with pytest.raises(ValueError, match="two models translate en-de"):
+        create_app([TorchBackend(translator, "fp32")] * 2)
+
+
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=12),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3),
+    max_leaves=6,
+)
+FIELD_VALUES = {
+    "q": st.sampled_from(["one two", "red house. the house", ""]) | JSON_VALUES,
+    "source": st.sampled_from(["en", "auto", "de", "xx"]) | JSON_VALUES,
+    "target": st.sampled_from(["de", "en"]) | JSON_VALUES,
+    "format": st.sampled_from(["text", "html"]) | JSON_VALUES,
+    "alternatives": st.sampled_from([0, 1, "2"]) | JSON_VALUES,
+    "api_key": JSON_VALUES,
+}
+
+
+def test_no_json_body_gets_a_500_or_another_shape(translator):
+    """Any JSON object over /translate's fields (and a few others) gets 200 or a 4xx in LibreTranslate's shape."""
+    with InProcessServer([TorchBackend(translator, "fp32")], Settings(cache_size=0)) as server:
+
+        @settings(max_examples=60, deadline=None)
+        @given(st.fixed_dictionaries({}, optional=FIELD_VALUES) | JSON_VALUES)
+        def check(fields):
+            status, answer = post_json(server.url + "/translate", fields)
+            assert status == 200 or (400 <= status < 500 and list(answer) == ["error"]), (status, answer)
+            if status == 200:
+                assert isinstance(answer["translatedText"], str | list)
+
+        check()
+
+
+def test_metrics_count_requests_sentences_batches_and_queue_time(server):
+    post_json(server.url + "/translate", {"q": "one two three one", "source": "en", "target": "de"})
+    post_json(server.url + "/translate", {"q": "one two three one", "source": "en", "target": "de"})  # cached
+    text = request(server.url + "/metrics")[2]
+    values = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            name, value = line.rsplit(" ", 1)
+            values[name] = float(value)
+    assert values['vanilla_serve_sentences_total{origin="model",pair="en-de"}'] >= 1
+    assert values['vanilla_serve_sentences_total{origin="cache",pair="en-de"}'] >= 1
+    assert values['vanilla_serve_requests_total{endpoint="/translate",status="200"}'] >= 2
+    assert values['vanilla_serve_source_tokens_total{pair="en-de"}'] >= 1
+    for histogram in ("batch_sentences", "batch_seconds", "queue_seconds"):
+        assert values[f'vanilla_serve_{histogram}_count{{pair="en-de"}}'] >= 1
+    assert values['vanilla_serve_request_seconds_count{endpoint="/translate"}'] >= 2
+
+
+def test_api_keys_are_checked_where_configured(translator):
+    with InProcessServer([TorchBackend(translator, "fp32")], Settings(api_keys=frozenset({"k1"}))) as server:
+        fields = {"q": "one", "source": "en", "target": "de"}
+        assert post_json(server.url + "/translate", fields) == (
+            400,
+            {"error": "Please contact the server operator to get an API key"},
+        )
+        assert post_json(server.url + "/translate", {**fields, "api_key": "k2"}) == (403, {"error": "Invalid API key"})
+        assert post_form(server.url + "/detect", {"q": "one", "api_key": "k2"})[0] == 403
+        assert post_json(server.url + "/translate", {**fields, "api_key": "k1"})[0] == 200
+        assert post_form(server.url + "/translate", {**fields, "api_key": "k1"})[0] == 200
+
+
+def test_a_full_queue_answers_503_at_once(translator):
+    limits = Settings(max_queue=4, wait_ms=1000, cache_size=0)
+    with InProcessServer([TorchBackend(translator, "fp32")], limits) as server, ThreadPoolExecutor(1) as pool:
+        first = pool.submit(post_json, server.url + "/translate", {"q": LINES[:3], "source": "en", "target": "de"})
+        time.sleep(0.3)  # the first request's 3 sentences wait for their batch (1 s)
+        started = time.monotonic()
+        status, headers, answer = request(
+            server.url + "/translate", json.dumps({"q": LINES[3:5], "source": "en", "target": "de"}).encode()
+        )
+        assert (status, headers["retry-after"]) == (503, "1") and time.monotonic() - started < 0.5
+        assert "queue is full (3 of 4 sentences waiting)" in answer["error"]
+        assert first.result(timeout=TIMEOUT)[0] == 200
+
+
+class FailsOnBad(TorchBackend):
+    """The torch backend, failing on any batch that holds the word "BAD" (a model input it cannot take)."""
+
+    def translate(self, sentences: list[str], hypotheses: int = 1) -> list[list[str]]:
+        if any("BAD" in sentence for sentence in sentences):
+            raise RuntimeError("this input breaks the model")
+        return super().translate(sentences, hypotheses)
+
+
+def test_a_request_the_model_fails_on_fails_alone_and_the_server_keeps_serving(translator):
+    expected = offline(translator, LINES[:2])
+    with InProcessServer([FailsOnBad(translator, "fp32")], Settings(wait_ms=200)) as server:
+        with ThreadPoolExecutor(3) as pool:  # within one batching window: one batch, then each sentence alone
+            answers = list(
+                pool.map(
+                    lambda q: post_json(server.url + "/translate", {"q": q, "source": "en", "target": "de"}),
+                    [LINES[0], "one BAD two", LINES[1]],
+                )
+            )
+        assert answers == [
+            (200, {"translatedText": expected[LINES[0]]}),
+            (500, {"error": "Cannot translate text: this input breaks the model"}),
+            (200, {"translatedText": expected[LINES[1]]}),
+        ]
+        assert post_json(server.url + "/translate", {"q": LINES[1], "source": "en", "target": "de"})[0] == 200
+
+
+def metric(url: str, name: str) -> float:
+    """The value of one sample of /metrics (0 if absent)."""
+    for line in request(url + "/metrics")[2].splitlines():
+        if line.startswith(name + " "):
+            return float(line.rsplit(" ", 1)[1])
+    return 0.0
+
+
+def test_a_client_that_disconnects_costs_the_model_nothing(translator):
+    limits = Settings(wait_ms=1000, cache_size=0)
+    with InProcessServer([TorchBackend(translator, "fp32")], limits) as server:
+        body = json.dumps({"q": "the big house", "source": "en", "target": "de"}).encode()
+        with socket.create_connection(("127.0.0.1", server.port), timeout=TIMEOUT) as gone:
+            head = (
+                f"POST /translate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {len(body)}"
+            )
+            gone.sendall(head.encode() + b"\r\n\r\n" + body)
+            time.sleep(0.2)  # its sentence waits in the queue (1 s batching window) when it goes
+        status, answer = post_json(server.url + "/translate", {"q": LINES[1], "source": "en", "target": "de"})
+        assert (status, answer) == (200, {"translatedText": offline(translator, LINES[1:2])[LINES[1]]})
+        assert metric(server.url, 'vanilla_serve_sentences_total{origin="model",pair="en-de"}') == 1
+
+
+def mixed_requests(rng: random.Random, count: int, lines: list[str]) -> list[tuple[bytes, str, int, object]]:
+    """`count` requests (body, content type, expected status, expected translatedText as lines or None): strings
+    of 1-4 lines, lists of 1-3 texts, JSON and form bodies, and 1 in 25 malformed."""
+    requests = []
+    for number in range(count):
+        if number % 25 == 7:
+            body, kind = rng.choice(
+                [
+                    (b'{"q": "one", "source": "en"}', "json"),
+                    (b'{"q": [1]', "json"),
+                    (b"q=one&source=en&target=xx", "form"),
+                ]
+            )
+            requests.append((body, kind, 400, None))
+            continue
+        if rng.random() < 0.3:
+            texts = [rng.choices(lines, k=rng.randint(1, 3)) for _ in range(rng.randint(1, 3))]
+            q = ["\n".join(text) for text in texts]
+            body = json.dumps({"q": q, "source": "en", "target": "de"}).encode()
+            requests.append((body, "json", 200, texts))
+        else:
+            text = rng.choices(lines, k=rng.randint(1, 4))
+            fields = {"q": "\n".join(text), "source": "en", "target": "de"}
+            if rng.random() < 0.5:
+                requests.append((json.dumps(fields).encode(), "json", 200, text))
+            else:
+                requests.append((urllib.parse.urlencode(fields).encode(), "form", 200, text))
+    return requests
+
+
+def send(url: str, body: bytes, kind: str):
+    content_type = "application/json" if kind == "json" else "application/x-www-form-urlencoded"
+    status, _, answer = request(url + "/translate", body, content_type)
+    return status, answer
+
+
+def expected_answer(expected: dict[str, str], lines_or_texts):
+    if lines_or_texts and isinstance(lines_or_texts[0], list):
+        return ["\n".join(expected[line] for line in text) for text in lines_or_texts]
+    return "\n".join(expected[line] for line in lines_or_texts)
+
+
+def test_load_from_64_clients_loses_and_swaps_nothing(server, translator):
+    rng = random.Random(0)
+    lines = sorted({english for english, _ in toy_pairs(rng, 300)})
+    expected = offline(translator, lines)
+    requests = mixed_requests(rng, 500, lines)
+    started = time.monotonic()
+    with ThreadPoolExecutor(64) as pool:
+        answers = list(pool.map(lambda r: send(server.url, r[0], r[1]), requests))
+    seconds = time.monotonic() - started
+    counts = {"ok": 0, "malformed answered 400": 0}
+    for (_, _, status, lines_or_texts), (answered, answer) in zip(requests, answers, strict=True):
+        assert answered == status, answer
+        if status == 200:
+            assert answer == {"translatedText": expected_answer(expected, lines_or_texts)}
+            counts["ok"] += 1
+        else:
+            assert list(answer) == ["error"]
+            counts["malformed answered 400"] += 1
+    print(f"\n500 requests from 64 clients in {seconds:.1f} s: {counts}")
+    assert counts == {"ok": 480, "malformed answered 400": 20}
+
+
+def queued_sentences(url: str) -> float:
+    for line in request(url + "/metrics")[2].splitlines():
+        if line.startswith("vanilla_serve_queued_sentences{"):
+            return float(line.rsplit(" ", 1)[1])
+    return 0.0
+
+
+def test_sigterm_under_load_finishes_every_accepted_request_then_exits_0(run, translator, tmp_path):
+    """Requests wait in the queue (1 s batching window) when SIGTERM comes: each is answered in full, a new
+    connection is refused, and the process exits 0."""
+    rng = random.Random(1)
+    lines = sorted({english for english, _ in toy_pairs(rng, 60)})
+    expected = offline(translator, lines)
+    requests = [r for r in mixed_requests(rng, 40, lines) if r[2] == 200]
+    waiting = sum(len(r[3]) if not isinstance(r[3][0], list) else sum(map(len, r[3])) for r in requests)
+    process = ServerProcess(run, tmp_path / "server.log", "--batch-wait-ms", "1500", "--cache-size", "0")
+    try:
+        with ThreadPoolExecutor(len(requests)) as pool:
+            futures = [pool.submit(send, process.url, body, kind) for body, kind, _, _ in requests]
+            deadline = time.monotonic() + 30
+            while queued_sentences(process.url) < waiting:  # every request accepted and queued
+                assert time.monotonic() < deadline, "the requests did not reach the queue"
+                time.sleep(0.02)
+            process.process.send_signal(signal.SIGTERM)
+            answers = [future.result(timeout=TIMEOUT) for future in futures]
+        assert process.process.wait(timeout=60) == 0
+    finally:
+        process.stop()
+    for (_, _, _, lines_or_texts), (status, answer) in zip(requests, answers, strict=True):
+        assert (status, answer) == (200, {"translatedText": expected_answer(expected, lines_or_texts)})
+    with pytest.raises(OSError):
+        request(process.url + "/health")
+    assert "Shutting down" in process.log.read_text()
+
+
+def chromium_missing() -> str | None:
+    """Why the browser test cannot run here, or None."""
+    for path in ("/usr/bin/chromium", "/usr/bin/chromedriver"):
+        if not Path(path).is_file():
+            return f"{path} is not installed (apt-get install chromium chromium-driver)"
+    try:
+        import selenium  # noqa: F401
+    except ImportError:
+        return "selenium is not installed (the dev extra)"
+    return None
+
+
+@pytest.mark.skipif(chromium_missing() is not None, reason=str(chromium_missing()))
+def test_the_web_page_translates_in_headless_chromium(server, translator):
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = "/usr/bin/chromium"
+    for argument in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu"):
+        options.add_argument(argument)
+    browser = webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=options)
+    try:
+        browser.set_page_load_timeout(30)
+        browser.get(server.url + "/")
+        wait = WebDriverWait(browser, 30)
+        wait.until(lambda b: b.find_element(By.ID, "target").get_attribute("value") == "de")
+        assert browser.find_element(By.ID, "source").get_attribute("value") == "en"
+        expected = offline(translator, LINES[:2])
+        text = browser.find_element(By.ID, "text")
+        text.send_keys(LINES[0])
+        browser.find_element(By.ID, "translate").click()
+        result = browser.find_element(By.ID, "result")
+        wait.until(lambda b: result.text not in ("", "Translating…"))
+        assert result.text == expected[LINES[0]]
+        text.clear()  # the keyboard alone: Ctrl+Enter in the text box
+        text.send_keys(LINES[1])
+        text.send_keys(Keys.CONTROL, Keys.ENTER)
+        wait.until(lambda b: result.text == expected[LINES[1]])
+        assert not browser.find_elements(By.CSS_SELECTOR, "script[src^='http'], link[href^='http']")
+    finally:
+        browser.quit()
+
+
+def test_ctranslate2_float32_equals_the_translator_and_its_export_is_cached(run, translator, tmp_path):
+    lines = sorted({english for english, _ in toy_pairs(random.Random(2), 150, max_words=12)})
+    expected = offline(translator, lines)
+    backend = CTranslate2Backend(load_translator(run), "float32", cache=tmp_path / "ct2")
+    assert [options[0] for options in backend.translate(lines)] == [expected[line] for line in lines]
+    exported = backend.folder / "model.bin"
+    written = exported.stat().st_mtime_ns
+    again = CTranslate2Backend(load_translator(run), "float32", cache=tmp_path / "ct2")
+    assert again.folder == backend.folder and exported.stat().st_mtime_ns == written
+    best, second = again.translate([lines[-1]], hypotheses=2)[0]
+    assert best == expected[lines[-1]] and second != best
+
+
+def test_the_inference_endpoints_handler(run, translator, tmp_path):
+    folder = tmp_path / "repository"
+    shutil.copytree(run / "final", folder)
+    shutil.copy(Path(handler_module.__file__), folder / "handler.py")  # what a pushed folder carries
+    specification = importlib.util.spec_from_file_location("handler", folder / "handler.py")
+    loaded = importlib.util.module_from_spec(specification)
+    specification.loader.exec_module(loaded)  # as the endpoint's toolkit imports it, from the repository
+    handler = loaded.EndpointHandler(str(folder), precision="fp32")  # (bf16 where native, by default)
+    expected = offline(translator, LINES[:3])
+    paragraph = f"{LINES[0]}\n\n  {LINES[1]}"
+    assert handler({"inputs": paragraph}) == [{"translation_text": f"{expected[LINES[0]]}\n\n  {expected[LINES[1]]}"}]
+    assert handler({"inputs": LINES[:3], "parameters": {"source_lang": "en"}}) == [
+        {"translation_text": expected[line]} for line in LINES[:3]
+    ]
+    answer = handler({"inputs": LINES[2], "parameters": {"alternatives": 2}})[0]
+    assert answer["translation_text"] == expected[LINES[2]] and len(answer["alternatives"]) >= 1
+    for data, message in [
+        ({"inputs": 5}, "inputs"),
+        ({"inputs": "x", "parameters": {"alternatives": "2"}}, "alternatives"),
+        ({"inputs": "x", "parameters": {"target_lang": "fr"}}, "en-de"),
+    ]:
+        with pytest.raises(ValueError, match=message):
+            handler(data)
+
+
+def test_help_lists_every_option(capsys):
+    with pytest.raises(SystemExit) as done:
+        serve_parser().parse_args(["--help"])
+    assert done.value.code == 0
+    text = capsys.readouterr().out
+    options = [name for action in serve_parser()._actions for name in action.option_strings]
+    assert len(options) > 15 and all(re.search(rf"{re.escape(name)}\b", text) for name in options)
+
+
+def test_a_model_folder_without_a_model_is_refused_by_name(tmp_path, capsys):
+    from vanilla_training.cli.serve import main
+
+    with pytest.raises(SystemExit) as done:
+        main([str(tmp_path)])
+    assert done.value.code == 2
+    assert "is not a saved translator" in capsys.readouterr().err
+    assert os.environ.get("HF_HUB_OFFLINE") == "1"  # nothing was looked up online
+
+
+def test_the_serving_benchmark_runs_at_a_tiny_size(run, tmp_path, capsys):
+    """benchmarks/serve_speed.py end to end on 6 sentences, one system, 1 and 2 clients (not a measurement)."""
+    sentences = tmp_path / "sentences.txt"
+    sentences.write_text("\n".join(LINES) + "\n", encoding="utf-8")
+    script = Path(__file__).resolve().parents[1] / "benchmarks" / "serve_speed.py"
+    specification = importlib.util.spec_from_file_location("serve_speed", script)
+    serve_speed = importlib.util.module_from_spec(specification)
+    specification.loader.exec_module(serve_speed)
+    arguments = ["--model", str(run), "--sentences", str(sentences), "--clients", "1,2", "--systems", "torch-fp32"]
+    serve_speed.main([*arguments, "--json", str(tmp_path / "speed.json")])
+    printed = capsys.readouterr().out
+    assert "torch-fp32: 2 clients / offline" in printed and "2 clients / 1 client(s)" in printed
+    results = json.loads((tmp_path / "speed.json").read_text())
+    assert results["sentences"] == len(LINES)
+    assert set(results["results"]["torch-fp32"]) == {"offline", "1", "2"}
+
+
+def test_a_model_that_records_no_languages_takes_them_from_the_command_line(run, tmp_path):
+    converted = tmp_path / "converted"
+    shutil.copytree(run / "final", converted, ignore=shutil.ignore_patterns("training_results.json"))
+    args = serve_parser().parse_args([str(converted), "--precision", "fp32"])
+    with pytest.raises(ValueError, match="records no languages: give them as .*converted:SOURCE-TARGET"):
+        load_backend(str(converted), args)
+    assert load_backend(f"{converted}:en-de", args).translator.languages == ("en", "de")
+    with pytest.raises(ValueError, match="translates en-de, not en-fr"):
+        load_backend(f"{run}:en-fr", args)

@@ -1,0 +1,125 @@
+"""The cross-request batcher with a stand-in model: answers go back to their own requests in order, concurrent
+requests share batches within the token budget, a full queue refuses at once, the cache answers repeats, a failing
+sentence fails alone and a cancelled request's sentences are dropped."""
+
+import asyncio
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from vanilla_training.serving.batcher import Batcher, QueueFull
+
+
+class StandIn:
+    """Translates by reversing each word, records every batch, and fails on a sentence holding "BAD"."""
+
+    def __init__(self, delay: float = 0.0):
+        self.batches: list[tuple[list[str], int]] = []
+        self.delay = delay
+
+    def __call__(self, sentences: list[str], hypotheses: int) -> list[list[str]]:
+        import time
+
+        time.sleep(self.delay)
+        self.batches.append((list(sentences), hypotheses))
+        if any("BAD" in sentence for sentence in sentences):
+            raise RuntimeError("the model cannot take BAD")
+        return [[f"{sentence[::-1]}#{rank}" for rank in range(hypotheses)] for sentence in sentences]
+
+
+def word_counts(sentences: list[str]) -> list[int]:
+    return [len(sentence.split()) + 1 for sentence in sentences]
+
+
+def run(coroutine_function, model: StandIn, **options):
+    """Runs `coroutine_function(batcher)` with a started batcher over `model`, and closes it."""
+
+    async def main():
+        with ThreadPoolExecutor(max_workers=1) as executor:
+            batcher = Batcher(model, word_counts, executor, **options)
+            batcher.start()
+            try:
+                return await asyncio.wait_for(coroutine_function(batcher), timeout=30)
+            finally:
+                await asyncio.wait_for(batcher.close(), timeout=30)
+
+    return asyncio.run(main())
+
+
+def test_concurrent_requests_share_batches_and_get_their_own_answers_in_order():
+    model = StandIn()
+    requests = [[f"request {r} sentence {s} " + "w " * ((r * 7 + s) % 5) for s in range(r % 4 + 1)] for r in range(40)]
+
+    async def clients(batcher):
+        return await asyncio.gather(*(batcher.translate(sentences) for sentences in requests))
+
+    answers = run(clients, model, wait_ms=50, max_tokens=60, cache_size=0)
+    assert answers == [[[f"{sentence[::-1]}#0"] for sentence in sentences] for sentences in requests]
+    assert sum(len(batch) for batch, _ in model.batches) == sum(map(len, requests))  # each sentence once
+    assert len(model.batches) < 40  # gathered across requests
+    for batch, _ in model.batches:
+        assert len(batch) * max(word_counts(batch)) <= 60  # within the token budget, padding included
+        assert len(batch) > 1 or word_counts(batch)[0] <= 60
+
+
+def test_hypotheses_are_batched_apart_and_given_best_first():
+    model = StandIn()
+
+    async def clients(batcher):
+        return await asyncio.gather(batcher.translate(["a b"], 3), batcher.translate(["c d"], 1))
+
+    assert run(clients, model, wait_ms=50) == [[["b a#0", "b a#1", "b a#2"]], [["d c#0"]]]
+    assert sorted(model.batches) == [(["a b"], 3), (["c d"], 1)]
+
+
+def test_a_full_queue_refuses_at_once_and_takes_requests_again_once_drained():
+    model = StandIn(delay=0.3)
+
+    async def clients(batcher):
+        first = asyncio.ensure_future(batcher.translate([f"s{i}" for i in range(8)]))
+        await asyncio.sleep(0.05)
+        with pytest.raises(QueueFull, match="queue is full \\(8 of 10 sentences waiting\\)"):
+            await batcher.translate(["x1", "x2", "x3"])
+        assert len(await first) == 8
+        return await batcher.translate(["x1", "x2", "x3"])
+
+    assert run(clients, model, max_queue=10) == [["1x#0"], ["2x#0"], ["3x#0"]]
+
+
+def test_the_cache_answers_repeated_sentences_without_the_model():
+    model = StandIn()
+
+    async def clients(batcher):
+        first = await batcher.translate(["one two", "three"])
+        second = await batcher.translate(["three", "one two", "   "])
+        return first, second
+
+    first, second = run(clients, model, cache_size=10)
+    assert second == [first[1], first[0], [""]]  # a blank sentence needs no model either
+    assert [batch for batch, _ in model.batches] == [["three", "one two"]]
+
+
+def test_a_failing_sentence_fails_alone():
+    model = StandIn()
+
+    async def clients(batcher):
+        return await asyncio.gather(
+            batcher.translate(["good one"]), batcher.translate(["BAD one"]), return_exceptions=True
+        )
+
+    good, bad = run(clients, model, wait_ms=50)
+    assert good == [["eno doog#0"]]
+    assert isinstance(bad, RuntimeError) and "cannot take BAD" in str(bad)
+
+
+def test_a_cancelled_request_costs_no_model_time():
+    model = StandIn()
+
+    async def clients(batcher):
+        gone = asyncio.ensure_future(batcher.translate(["gone away"]))
+        await asyncio.sleep(0.01)
+        gone.cancel()
+        return await batcher.translate(["still here"])
+
+    assert run(clients, model, wait_ms=100) == [["ereh llits#0"]]
+    assert [batch for batch, _ in model.batches] == [["still here"]]

@@ -1,0 +1,122 @@
+"""Paragraphs in, paragraphs out: sentences found and put back with the input's exact whitespace; over-long sentences
+cut at clause or word boundaries, never truncated; HTML markup kept byte for byte."""
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from vanilla_training.serving.html_text import html_segments
+from vanilla_training.serving.paragraphs import Piece, rejoin, sentences, split_long, split_text, translate_paragraphs
+
+
+def shout(batch: list[str]) -> list[str]:
+    """A stand-in translator whose output shows which sentence it came from."""
+    return [f"<{sentence.upper()}>" for sentence in batch]
+
+
+def test_blank_lines_indentation_and_the_trailing_newline_survive():
+    text = (
+        "  In the beginning God created the heaven and the earth. And the earth was without form.\n\n"
+        "\tMr. Smith left!  Then he came back.\r\n"
+    )
+    assert translate_paragraphs([text, "", " Two. Lines."], "en", shout) == [
+        "  <IN THE BEGINNING GOD CREATED THE HEAVEN AND THE EARTH.> <AND THE EARTH WAS WITHOUT FORM.>\n\n"
+        "\t<MR. SMITH LEFT!>  <THEN HE CAME BACK.>\r\n",
+        "",
+        " <TWO.> <LINES.>",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("language", "text", "expected"),
+    [
+        (
+            "en",
+            "Dr. Watson came at 3 p.m. to the house. He left.",
+            ["Dr. Watson came at 3 p.m. to the house.", "He left."],
+        ),
+        ("de", "Dr. Müller kam am 3. Mai. Er ging wieder.", ["Dr. Müller kam am 3. Mai.", "Er ging wieder."]),
+        ("fr", "M. Dupont est là. Il part.", ["M. Dupont est là.", "Il part."]),
+        ("xx", "One. Two.", ["One.", "Two."]),  # a language pysbd does not know: English rules
+    ],
+)
+def test_sentences_are_split_with_the_rules_of_the_language(language, text, expected):
+    assert sentences(split_text(text, language)) == expected
+
+
+def test_a_line_break_always_ends_a_sentence():
+    assert sentences(split_text("a line without a stop\nanother one", "en")) == ["a line without a stop", "another one"]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(alphabet=st.sampled_from(list("ab .!?,;:\n\r\t\u00a0Dr.")), max_size=80))
+def test_any_text_is_put_back_exactly(text):
+    pieces = split_text(text, "en", fits=lambda sentence: len(sentence) <= 7)
+    assert "".join(piece.text for piece in pieces) == text
+    assert rejoin(pieces, sentences(pieces)) == text
+    assert all(piece.text.strip() == piece.text and piece.text for piece in pieces if piece.translate)
+
+
+def test_an_overlong_sentence_is_cut_at_clauses_then_words_and_nothing_is_lost():
+    sentence = "one two three four, five six seven eight; nine ten eleven twelve thirteen fourteen"
+    pieces = split_long(sentence, lambda part: len(part.split()) <= 4)
+    assert "".join(piece.text for piece in pieces) == sentence
+    assert sentences(pieces) == [
+        "one two three four,",
+        "five six seven eight;",
+        "nine ten eleven twelve",  # the space nearest the middle
+        "thirteen fourteen",
+    ]
+
+
+def test_a_sentence_without_spaces_is_cut_in_the_middle():
+    assert sentences(split_long("abcdefgh", lambda part: len(part) <= 4)) == ["abcd", "efgh"]
+
+
+def test_rejoin_refuses_a_wrong_number_of_translations():
+    with pytest.raises(ValueError, match="1 translations for 2 sentences"):
+        rejoin([Piece("a", True), Piece(" ", False), Piece("b", True)], ["x"])
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.sampled_from(
+            [
+                "<p>",
+                "</p>",
+                "<b class='x'>",
+                "</b>",
+                "<br/>",
+                "Hi. ",
+                "a &amp; b",
+                "<!-- c -->",
+                "<script>var s = '<b>';</script>",
+                "\n",
+                " ",
+                "<",
+                ">",
+                "&lt;",
+            ]
+        ),
+        max_size=12,
+    )
+)
+def test_html_markup_is_kept_byte_for_byte(parts):
+    source = "".join(parts)
+    segments = html_segments(source)
+    assert "".join(raw for raw, _ in segments) == source
+    if "<" not in parts:  # a stray "<" may open a tag that swallows the <script> (browsers parse it so too)
+        assert not any(text and "var s" in text for _, text in segments)  # script content is not translated
+
+
+def test_html_text_between_tags_is_given_unescaped():
+    segments = html_segments("<p class='a'>Fish &amp; chips.</p><script>x()</script>")
+    assert segments == [
+        ("<p class='a'>", None),
+        ("Fish &amp; chips.", "Fish & chips."),
+        ("</p>", None),
+        ("<script>", None),
+        ("x()", None),
+        ("</script>", None),
+    ]

@@ -1,0 +1,247 @@
+"""Serve translation models over LibreTranslate's HTTP API, with a web page.
+
+    vanilla-serve runs/demo
+    vanilla-serve runs/en-de runs/en-fr --port 5000 --backend ctranslate2
+    curl -s localhost:5000/translate -H 'Content-Type: application/json' \\
+        -d '{"q": "In the beginning God created the heaven and the earth.", "source": "en", "target": "de"}'
+
+Each MODEL is a run folder of `vanilla-train` (its final/), a saved or converted model folder, or a Hub id, and
+serves one language pair: the pair its training recorded, or, for a model that records none (a converted OPUS-MT
+model), the one given as MODEL:SOURCE-TARGET (e.g. opus-mt-en-de:en-de). The server binds to 127.0.0.1 unless
+--host says otherwise, answers POST /translate, POST /detect, GET /languages, GET /health and GET /metrics, shows
+a web page at / and the API's documentation at /docs. SIGTERM or Ctrl+C stops it taking requests, finishes those
+in flight, and exits 0.
+"""
+
+import argparse
+import re
+import signal
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ..serving.backends import Backend
+
+PAIR = re.compile(r"^(?P<model>.+):(?P<source>[A-Za-z_]+)-(?P<target>[A-Za-z_]+)$")
+
+
+def positive(text: str) -> int:
+    """An argparse type: an integer of at least 1."""
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def limit(text: str) -> int:
+    """An argparse type: an integer of at least 1, or -1 for no limit."""
+    value = int(text)
+    if value < 1 and value != -1:
+        raise argparse.ArgumentTypeError(f"must be at least 1 (or -1: no limit), got {value}")
+    return value
+
+
+def non_negative(text: str) -> float:
+    """An argparse type: a number of at least 0."""
+    value = float(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be at least 0, got {value}")
+    return value
+
+
+def parser() -> argparse.ArgumentParser:
+    from ..serving.backends import BACKENDS, PRECISIONS, QUANTIZATIONS
+
+    parser = argparse.ArgumentParser(
+        prog="vanilla-serve", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "models",
+        nargs="+",
+        metavar="MODEL",
+        help="a run folder, a model folder or a Hub id; MODEL:SRC-TGT for a model that records no languages",
+    )
+    parser.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="address to listen on (default: 127.0.0.1, this machine only; 0.0.0.0 for every interface)",
+    )
+    parser.add_argument("--port", type=int, default=5000, help="port to listen on (default: 5000; 0: any free port)")
+    parser.add_argument("--backend", choices=BACKENDS, default="torch", help="what runs the model (default: torch)")
+    parser.add_argument(
+        "--precision",
+        choices=PRECISIONS,
+        default="auto",
+        help="torch backend: auto (default) is bf16 where the GPU or CPU computes bfloat16 natively, else fp32",
+    )
+    parser.add_argument(
+        "--quantization", choices=QUANTIZATIONS, default="int8", help="ctranslate2 backend: weight type (default: int8)"
+    )
+    parser.add_argument(
+        "--ct2-cache",
+        type=Path,
+        metavar="DIR",
+        help="ctranslate2 backend: where models exported on the fly are "
+        "kept (default: ~/.cache/vanilla-serve/ctranslate2)",
+    )
+    parser.add_argument("--beams", type=positive, metavar="N", help="beam size (default: the model's own)")
+    parser.add_argument(
+        "--api-keys",
+        metavar="FILE",
+        type=Path,
+        help="require an API key: FILE holds the accepted keys, one a line (default: none needed)",
+    )
+    parser.add_argument(
+        "--char-limit", type=limit, default=5000, metavar="N", help="characters per text (default: 5000; -1: no limit)"
+    )
+    parser.add_argument(
+        "--batch-limit",
+        type=limit,
+        default=100,
+        metavar="N",
+        help="texts per request when q is a list (default: 100; -1: no limit)",
+    )
+    parser.add_argument(
+        "--sentence-limit",
+        type=positive,
+        default=500,
+        metavar="N",
+        help="sentences per request, all texts together (default: 500)",
+    )
+    parser.add_argument(
+        "--alternatives-limit",
+        type=limit,
+        default=3,
+        metavar="N",
+        help="most alternatives a request may ask for (default: 3; -1: no limit)",
+    )
+    parser.add_argument(
+        "--max-body-bytes",
+        type=positive,
+        default=1_000_000,
+        metavar="N",
+        help="largest request body (default: 1000000); a larger one gets 413",
+    )
+    parser.add_argument(
+        "--batch-wait-ms",
+        type=non_negative,
+        default=5.0,
+        metavar="MS",
+        help="how long a sentence waits for others to share its batch (default: 5)",
+    )
+    parser.add_argument(
+        "--max-tokens",
+        type=positive,
+        default=4096,
+        metavar="N",
+        help="source tokens per batch, padding included (default: 4096)",
+    )
+    parser.add_argument(
+        "--max-queue",
+        type=positive,
+        default=2048,
+        metavar="N",
+        help="sentences waiting at most; a request that does not fit gets 503 (default: 2048)",
+    )
+    parser.add_argument(
+        "--cache-size",
+        type=int,
+        default=10_000,
+        metavar="N",
+        help="translations kept for repeated sentences, per model (default: 10000; 0: none)",
+    )
+    parser.add_argument(
+        "--graceful-timeout",
+        type=non_negative,
+        default=60.0,
+        metavar="S",
+        help="seconds given to requests in flight after SIGTERM (default: 60)",
+    )
+    parser.add_argument(
+        "--log-level",
+        default="info",
+        choices=("critical", "error", "warning", "info", "debug"),
+        help="uvicorn's log level (default: info)",
+    )
+    return parser
+
+
+def read_api_keys(path: Path) -> frozenset[str]:
+    """The keys in `path`, one a line (blank lines and lines starting with # ignored)."""
+    lines = path.read_text(encoding="utf-8").splitlines()
+    return frozenset(line.strip() for line in lines if line.strip() and not line.strip().startswith("#"))
+
+
+def load_backend(model: str, args: argparse.Namespace) -> "Backend":
+    """The backend serving MODEL (a run or model folder, a Hub id, or any of them as MODEL:SOURCE-TARGET);
+    ValueError naming the model and the problem."""
+    from ..serving.backends import CTranslate2Backend, TorchBackend
+    from ..translator import load_translator
+
+    named = PAIR.match(model) if not Path(model).exists() else None
+    folder, source, target = (named["model"], named["source"], named["target"]) if named else (model, None, None)
+    try:
+        translator = load_translator(folder, source, target)
+    except (ValueError, OSError) as error:  # LanguageMismatchError is a ValueError, FileNotFoundError an OSError
+        raise ValueError(f"{model}: {error}") from None
+    if translator.languages is None:
+        raise ValueError(f"{model} records no languages: give them as {model}:SOURCE-TARGET (e.g. {model}:en-de)")
+    if args.backend == "torch":
+        backend = TorchBackend(translator, args.precision, args.beams)
+    else:
+        backend = CTranslate2Backend(translator, args.quantization, args.ct2_cache, args.beams)
+    print(f"{model}: {'-'.join(translator.languages)}, {backend.description}", file=sys.stderr, flush=True)
+    return backend
+
+
+def main(argv: list[str] | None = None) -> None:
+    arguments = parser()
+    args = arguments.parse_args(argv)
+    if args.api_keys is not None and not args.api_keys.is_file():
+        arguments.error(f"--api-keys {args.api_keys}: no such file")
+    keys = read_api_keys(args.api_keys) if args.api_keys is not None else frozenset()
+    if args.api_keys is not None and not keys:
+        arguments.error(f"--api-keys {args.api_keys}: the file holds no key")
+
+    import uvicorn
+
+    from ..serving.app import Settings, create_app
+
+    try:
+        backends = [load_backend(model, args) for model in args.models]
+    except ValueError as error:
+        arguments.error(str(error))
+    settings = Settings(
+        api_keys=keys,
+        char_limit=args.char_limit,
+        batch_limit=args.batch_limit,
+        sentence_limit=args.sentence_limit,
+        alternatives_limit=args.alternatives_limit,
+        max_body_bytes=args.max_body_bytes,
+        wait_ms=args.batch_wait_ms,
+        max_tokens=args.max_tokens,
+        max_queue=args.max_queue,
+        cache_size=args.cache_size,
+    )
+    try:
+        app = create_app(backends, settings)
+    except ValueError as error:
+        arguments.error(str(error))
+    config = uvicorn.Config(
+        app,
+        host=args.host,
+        port=args.port,
+        log_level=args.log_level,
+        timeout_graceful_shutdown=args.graceful_timeout,
+    )
+    server = uvicorn.Server(config)
+    # uvicorn re-raises SIGTERM once it has shut down gracefully; this handler lets the process then exit 0
+    signal.signal(signal.SIGTERM, lambda number, frame: None)
+    server.run()
+    if not server.started:
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1 @@
+"""Serving translation models: LibreTranslate's HTTP API, batching across requests, paragraphs in and out."""

@@ -1,0 +1,135 @@
+"""What runs a model for the server: the torch backend (the model as `vanilla-translate` runs it, in float32 or
+bfloat16) and the CTranslate2 backend (the model exported by `vanilla-export-ct2`, float32 or int8).
+
+Both take a batch of sentences and a number of hypotheses `n` and give, for each sentence, its `n` best
+translations from the beam, best first. Models are loaded through `vanilla_training.translator.load_translator`.
+"""
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Protocol
+
+import torch
+
+from modeling_vanilla import EXTRA_OUTPUT_LENGTH
+
+from ..translator import Translator
+
+BACKENDS = ("torch", "ctranslate2")
+PRECISIONS = ("auto", "fp32", "bf16")
+QUANTIZATIONS = ("float32", "int8")
+
+
+class Backend(Protocol):
+    """A model that translates batches of sentences."""
+
+    translator: Translator
+    description: str
+
+    def translate(self, sentences: list[str], hypotheses: int = 1) -> list[list[str]]:
+        """The `hypotheses` best translations of each sentence, best first."""
+        ...
+
+
+def resolve_precision(precision: str) -> str:
+    """`auto` made concrete as training makes it: bf16 where the GPU or the CPU computes it natively, else fp32."""
+    try:
+        from ..precision import resolve_precision as resolve
+    except ImportError:  # until precision.py moves out of train.py (imported here: train.py loads slowly)
+        from ..train import resolve_precision as resolve
+    return resolve(precision)
+
+
+def beam_size(translator: Translator, hypotheses: int, beams: int | None) -> int:
+    """The beam: `beams` or the model's own, widened to `hypotheses` where it is narrower."""
+    return max(beams or translator.model.generation_config.num_beams or 1, hypotheses)
+
+
+class TorchBackend:
+    """The model in torch: one best translation exactly as `vanilla-translate` (`Translator.translate`) computes
+    it; with more hypotheses, `generate` returns the beam's `n` best (`num_return_sequences`)."""
+
+    def __init__(self, translator: Translator, precision: str = "auto", beams: int | None = None):
+        self.translator = translator
+        self.precision = resolve_precision(precision)
+        self.beams = beams
+        if self.precision == "bf16":
+            translator.model.to(torch.bfloat16)
+        self.description = f"torch {self.precision} on {translator.model.device}"
+
+    def translate(self, sentences: list[str], hypotheses: int = 1) -> list[list[str]]:
+        if hypotheses == 1:
+            options = {} if self.beams is None else {"num_beams": self.beams}
+            texts = self.translator.translate(sentences, max_tokens=10**9, progress=False, **options)
+            return [[text] for text in texts]
+        model, tokenizer = self.translator.model, self.translator.tokenizer
+        inputs = tokenizer(sentences, return_tensors="pt", padding=True).to(model.device)
+        output = model.generate(
+            **inputs,
+            max_new_tokens=inputs["input_ids"].shape[1] + EXTRA_OUTPUT_LENGTH,
+            num_beams=beam_size(self.translator, hypotheses, self.beams),
+            num_return_sequences=hypotheses,
+        )
+        texts = tokenizer.batch_decode(output, skip_special_tokens=True)
+        return [texts[i : i + hypotheses] for i in range(0, len(texts), hypotheses)]
+
+
+def ct2_model_folder(translator: Translator, quantization: str, cache: Path) -> Path:
+    """The CTranslate2 export of the translator's model folder in `cache`, made on first use and reused while the
+    weights files stay the same (same paths, sizes and modification times)."""
+    folder = Path(translator.folder)
+    weights = sorted(folder.glob("*.safetensors")) + sorted(folder.glob("*.bin"))
+    identity = json.dumps(
+        [str(folder.resolve()), quantization, [(str(w), w.stat().st_size, w.stat().st_mtime_ns) for w in weights]]
+    )
+    destination = cache / hashlib.sha256(identity.encode()).hexdigest()[:16] / quantization
+    if not (destination / "model.bin").is_file():
+        from modeling_vanilla.export_ctranslate2 import export_ctranslate2
+
+        export_ctranslate2(folder, destination, quantization=quantization, force=True)
+    return destination
+
+
+class CTranslate2Backend:
+    """The model exported to CTranslate2 (on the fly into `cache`, see `ct2_model_folder`), decoding with the
+    model's beam size and length penalty, at most the longest source + 50 tokens, as `generate` does."""
+
+    def __init__(self, translator: Translator, quantization: str = "int8", cache: Path | None = None, beams=None):
+        import ctranslate2
+
+        self.translator = translator
+        self.beams = beams
+        cache = cache or Path.home() / ".cache" / "vanilla-serve" / "ctranslate2"
+        self.folder = ct2_model_folder(translator, quantization, cache)
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+        self.model = ctranslate2.Translator(
+            str(self.folder), device=device, compute_type=quantization, intra_threads=torch.get_num_threads()
+        )
+        config = translator.model.generation_config
+        self.length_penalty = config.length_penalty if config.length_penalty is not None else 1.0
+        tokenizer = translator.tokenizer
+        self.suppressed = [tokenizer.convert_ids_to_tokens(ids) for ids in (config.bad_words_ids or [])]
+        self.description = f"ctranslate2 {quantization} on {device}"
+        translator.model = translator.model.to("meta")  # the torch weights are not used again: free them
+
+    def translate(self, sentences: list[str], hypotheses: int = 1) -> list[list[str]]:
+        tokenizer = self.translator.tokenizer
+        ids = tokenizer(sentences)["input_ids"]
+        results = self.model.translate_batch(
+            [tokenizer.convert_ids_to_tokens(row) for row in ids],
+            beam_size=beam_size(self.translator, hypotheses, self.beams),
+            num_hypotheses=hypotheses,
+            length_penalty=self.length_penalty,
+            min_decoding_length=0,
+            max_decoding_length=max(map(len, ids)) + EXTRA_OUTPUT_LENGTH,
+            max_batch_size=len(sentences),
+            **({"suppress_sequences": self.suppressed} if self.suppressed else {}),
+        )
+        return [
+            [
+                tokenizer.decode(tokenizer.convert_tokens_to_ids(tokens), skip_special_tokens=True)
+                for tokens in result.hypotheses
+            ]
+            for result in results
+        ]

@@ -1,0 +1,205 @@
+"""Batching across requests: the sentences of concurrent requests are gathered for a few milliseconds, cut into
+batches of similar lengths within a token budget, translated together and handed back to their own requests.
+
+The queue is bounded (in sentences): a request that would overfill it is refused at once (`QueueFull`) rather than
+left to wait. Answers are kept in an LRU cache, so that a repeated sentence costs no model call. The model runs in
+one worker thread, so that the event loop keeps answering while a batch is translated; a request whose client has
+gone is dropped from the queue before its batch is formed.
+"""
+
+import asyncio
+import collections
+import dataclasses
+import time
+from collections.abc import Callable
+from concurrent.futures import Executor
+
+from .metrics import Metrics
+
+TranslateBatch = Callable[[list[str], int], list[list[str]]]  # sentences, hypotheses -> n best of each
+
+
+class QueueFull(Exception):
+    """The queue has no room for the request's sentences."""
+
+
+@dataclasses.dataclass
+class Job:
+    """One sentence of one request, waiting for its `hypotheses` best translations."""
+
+    sentence: str
+    hypotheses: int
+    tokens: int
+    future: asyncio.Future
+    queued_at: float
+
+
+def token_budget_batches(jobs: list[Job], max_tokens: int) -> list[list[Job]]:
+    """`jobs` sorted by length and cut greedily into batches whose count times their longest stays within
+    `max_tokens` (padding included); a job longer than the budget goes alone."""
+    batches: list[list[Job]] = []
+    for job in sorted(jobs, key=lambda job: job.tokens):
+        if batches and (len(batches[-1]) + 1) * job.tokens <= max_tokens:
+            batches[-1].append(job)
+        else:
+            batches.append([job])
+    return batches
+
+
+class LRUCache:
+    """The `size` most recently used answers (none if `size` is 0)."""
+
+    def __init__(self, size: int):
+        self.size = size
+        self.entries: collections.OrderedDict = collections.OrderedDict()
+
+    def get(self, key):
+        if key not in self.entries:
+            return None
+        self.entries.move_to_end(key)
+        return self.entries[key]
+
+    def put(self, key, value) -> None:
+        if self.size <= 0:
+            return
+        self.entries[key] = value
+        self.entries.move_to_end(key)
+        while len(self.entries) > self.size:
+            self.entries.popitem(last=False)
+
+
+class Batcher:
+    """Gathers the sentences given to `translate` by concurrent requests into batches for `translate_batch`
+    (run in `executor`): the first sentence waits at most `wait_ms` for others, or less once `max_tokens` are
+    waiting; at most `max_queue` sentences wait or are being translated at any time."""
+
+    def __init__(
+        self,
+        translate_batch: TranslateBatch,
+        count_tokens: Callable[[list[str]], list[int]],
+        executor: Executor,
+        name: str = "",
+        wait_ms: float = 5.0,
+        max_tokens: int = 4096,
+        max_queue: int = 2048,
+        cache_size: int = 10_000,
+        metrics: Metrics | None = None,
+    ):
+        self.translate_batch = translate_batch
+        self.count_tokens = count_tokens
+        self.executor = executor
+        self.name = name
+        self.wait = wait_ms / 1000
+        self.max_tokens = max_tokens
+        self.max_queue = max_queue
+        self.cache = LRUCache(cache_size)
+        self.metrics = metrics or Metrics()
+        self.pending: list[Job] = []
+        self.outstanding = 0  # sentences queued or in a batch being translated
+        self.arrived = asyncio.Event()
+        self.worker: asyncio.Task | None = None
+
+    def start(self) -> None:
+        """Starts the worker (in the running event loop)."""
+        self.worker = asyncio.get_running_loop().create_task(self._work(), name=f"batcher {self.name}")
+
+    async def close(self) -> None:
+        """Stops the worker once nothing is queued (the server has stopped taking requests)."""
+        while self.outstanding:
+            await asyncio.sleep(0.01)
+        if self.worker is not None:
+            self.worker.cancel()
+            await asyncio.gather(self.worker, return_exceptions=True)
+
+    async def translate(self, sentences: list[str], hypotheses: int = 1) -> list[list[str]]:
+        """The `hypotheses` best translations of each sentence (a blank one translates to "" alone), from the
+        cache or from the model. QueueFull, before anything is queued, if the queue has no room for them."""
+        answers: list[list[str] | None] = []
+        misses: list[int] = []
+        for index, sentence in enumerate(sentences):
+            answer = [""] if not sentence.strip() else self.cache.get((sentence, hypotheses))
+            answers.append(answer)
+            if answer is None:
+                misses.append(index)
+        self.metrics.sentences.labels(self.name, "cache").inc(len(sentences) - len(misses))
+        if not misses:
+            return answers
+        if self.outstanding + len(misses) > self.max_queue:
+            self.metrics.rejected.labels(self.name).inc(len(misses))
+            raise QueueFull(
+                f"the translation queue is full ({self.outstanding:,} of {self.max_queue:,} sentences waiting); "
+                "try again shortly"
+            )
+        loop = asyncio.get_running_loop()
+        now = time.monotonic()
+        tokens = self.count_tokens([sentences[i] for i in misses])
+        jobs = [
+            Job(sentences[i], hypotheses, count, loop.create_future(), now)
+            for i, count in zip(misses, tokens, strict=True)
+        ]
+        self.pending += jobs
+        self._count(len(jobs))
+        self.arrived.set()
+        results = await asyncio.gather(*(job.future for job in jobs))
+        for index, result in zip(misses, results, strict=True):
+            answers[index] = result
+        return answers
+
+    def _count(self, change: int) -> None:
+        self.outstanding += change
+        self.metrics.queued.labels(self.name).set(self.outstanding)
+
+    async def _work(self) -> None:
+        """Forever: wait for a sentence, gather others for up to `wait`, translate what came, batch by batch."""
+        while True:
+            await self.arrived.wait()
+            deadline = self.pending[0].queued_at + self.wait
+            while time.monotonic() < deadline and sum(job.tokens for job in self.pending) < self.max_tokens:
+                self.arrived.clear()
+                try:
+                    await asyncio.wait_for(self.arrived.wait(), deadline - time.monotonic())
+                except asyncio.TimeoutError:
+                    break
+            jobs, self.pending = self.pending, []
+            self.arrived.clear()
+            by_hypotheses = collections.defaultdict(list)
+            for job in jobs:
+                by_hypotheses[job.hypotheses].append(job)
+            for hypotheses, group in by_hypotheses.items():
+                for batch in token_budget_batches(group, self.max_tokens):
+                    await self._run(batch, hypotheses)
+
+    async def _run(self, batch: list[Job], hypotheses: int) -> None:
+        """Translates one batch and hands each answer to its request; if the batch fails, each sentence is tried
+        alone, so that only the sentence at fault fails."""
+        live = [job for job in batch if not job.future.done()]  # a cancelled request's sentences are dropped
+        self._count(len(live) - len(batch))
+        batch = live
+        if not batch:
+            return
+        started = time.monotonic()
+        for job in batch:
+            self.metrics.queue_seconds.labels(self.name).observe(started - job.queued_at)
+        sentences = [job.sentence for job in batch]
+        loop = asyncio.get_running_loop()
+        try:
+            results = await loop.run_in_executor(self.executor, self.translate_batch, sentences, hypotheses)
+        except Exception as error:
+            if len(batch) > 1:
+                for job in batch:
+                    await self._run([job], hypotheses)
+                return
+            results = error
+        self.metrics.batch_seconds.labels(self.name).observe(time.monotonic() - started)
+        self.metrics.batch_sentences.labels(self.name).observe(len(batch))
+        if isinstance(results, Exception):
+            if not batch[0].future.done():
+                batch[0].future.set_exception(results)
+        else:
+            self.metrics.sentences.labels(self.name, "model").inc(len(batch))
+            self.metrics.tokens.labels(self.name).inc(sum(job.tokens for job in batch))
+            for job, result in zip(batch, results, strict=True):
+                self.cache.put((job.sentence, hypotheses), result)
+                if not job.future.done():
+                    job.future.set_result(result)
+        self._count(-len(batch))

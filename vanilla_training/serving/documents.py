@@ -1,0 +1,47 @@
+"""A request's text (plain or HTML) as the sentences to translate, and the translated text built back from their
+translations: the best one, and alternatives made of every sentence's next-best translations."""
+
+from collections.abc import Callable
+
+from .html_text import escape_text, html_segments
+from .paragraphs import Piece, rejoin, sentences, split_text
+
+Layout = list[tuple[str, list[Piece] | None]]  # (raw text, its sentences and spacing, or None if kept as it is)
+
+
+def layout(text: str, text_format: str, language: str, fits: Callable[[str], bool] | None = None) -> Layout:
+    """`text` cut into what is kept as it is (markup, in HTML) and text split into sentences (`split_text`)."""
+    segments = html_segments(text) if text_format == "html" else [(text, text)]
+    return [(raw, None if plain is None else split_text(plain, language, fits)) for raw, plain in segments]
+
+
+def layout_sentences(parts: Layout) -> list[str]:
+    """The sentences to translate, in order."""
+    return [sentence for _, pieces in parts if pieces is not None for sentence in sentences(pieces)]
+
+
+def render(parts: Layout, translations: list[str], text_format: str) -> str:
+    """The text with its sentences replaced by `translations` (in the order of `layout_sentences`); in HTML the
+    translations are escaped and the markup kept."""
+    out, cursor = [], 0
+    for raw, pieces in parts:
+        if pieces is None:
+            out.append(raw)
+            continue
+        count = sum(piece.translate for piece in pieces)
+        joined = rejoin(pieces, translations[cursor : cursor + count])
+        cursor += count
+        out.append(escape_text(joined) if text_format == "html" else joined)
+    return "".join(out)
+
+
+def translated_versions(parts: Layout, hypotheses: list[list[str]], text_format: str) -> tuple[str, list[str]]:
+    """The best translation and the distinct alternatives (as LibreTranslate gives them: none equal to the best
+    or empty): the k-th alternative takes every sentence's (k+1)-th hypothesis, or its last where it has fewer."""
+    ranks = max((len(options) for options in hypotheses), default=1)
+    versions = [
+        render(parts, [options[min(rank, len(options) - 1)] for options in hypotheses], text_format)
+        for rank in range(ranks)
+    ]
+    seen = {versions[0], ""}
+    return versions[0], [version for version in versions[1:] if not (version in seen or seen.add(version))]

@@ -1,0 +1,65 @@
+"""A custom handler for Hugging Face Inference Endpoints: a model folder pushed with this file as `handler.py`
+(and `vanilla-transformer[serve]` in its `requirements.txt`) is served by the endpoint's own toolkit.
+
+The endpoint builds `EndpointHandler(path)` once, with `path` the repository's folder, then calls it with each
+request's JSON: `{"inputs": "text" or ["text", ...], "parameters": {...}}`, and answers what it returns:
+`[{"translation_text": ...}]`, one per input, as transformers' translation pipeline does. Texts may hold several
+sentences and lines (split and rejoined as vanilla-serve does). Parameters: `alternatives` (other translations,
+from the beam: given as `alternatives` in each answer), `format` (`text` or `html`), `num_beams`; `source_lang`
+and `target_lang` are checked against the model's languages where it records them.
+"""
+
+from typing import Any
+
+from vanilla_training.serving.backends import TorchBackend
+from vanilla_training.serving.documents import layout, layout_sentences, translated_versions
+from vanilla_training.translator import load_translator
+
+
+class EndpointHandler:
+    """Translates the texts of an Inference Endpoints request with the model in `path` (in bf16 where the
+    machine computes it natively, as vanilla-serve's `--precision auto`)."""
+
+    def __init__(self, path: str = "", precision: str = "auto"):
+        self.translator = load_translator(path or ".")
+        self.source = self.translator.languages[0] if self.translator.languages else "en"
+        self.backend = TorchBackend(self.translator, precision)
+
+    def fits(self, sentence: str) -> bool:
+        return self.translator.token_counts([sentence])[0] <= self.translator.max_length
+
+    def __call__(self, data: dict[str, Any]) -> list[dict[str, Any]]:
+        inputs = data.get("inputs") if isinstance(data, dict) else None
+        parameters = data.get("parameters") or {} if isinstance(data, dict) else {}
+        if isinstance(inputs, str):
+            texts = [inputs]
+        elif isinstance(inputs, list) and all(isinstance(text, str) for text in inputs):
+            texts = inputs
+        else:
+            raise ValueError('"inputs" must be a text or a list of texts')
+        if not isinstance(parameters, dict):
+            raise ValueError('"parameters" must be an object')
+        languages = self.translator.languages
+        for name, index in (("source_lang", 0), ("target_lang", 1)):
+            asked = parameters.get(name)
+            if asked is not None and languages is not None and asked != languages[index]:
+                raise ValueError(f"this model translates {'-'.join(languages)}; {name} {asked!r} is not served")
+        alternatives = parameters.get("alternatives", 0)
+        if not isinstance(alternatives, int) or isinstance(alternatives, bool) or not 0 <= alternatives <= 10:
+            raise ValueError('"alternatives" must be a whole number from 0 to 10')
+        text_format = parameters.get("format", "text")
+        if text_format not in ("text", "html"):
+            raise ValueError('"format" must be "text" or "html"')
+        beams = parameters.get("num_beams")
+        if beams is not None and (not isinstance(beams, int) or isinstance(beams, bool) or beams < 1):
+            raise ValueError('"num_beams" must be a whole number of at least 1')
+        self.backend.beams = beams
+        return [self._translate(text, text_format, alternatives + 1) for text in texts]
+
+    def _translate(self, text: str, text_format: str, hypotheses: int) -> dict[str, Any]:
+        """One text's translation (and its alternatives when more than one hypothesis is asked for)."""
+        parts = layout(text, text_format, self.source, self.fits)
+        batch = layout_sentences(parts)
+        results = self.backend.translate(batch, hypotheses) if batch else []
+        best, alternatives = translated_versions(parts, results, text_format)
+        return {"translation_text": best, **({"alternatives": alternatives} if hypotheses > 1 else {})}

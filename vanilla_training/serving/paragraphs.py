@@ -1,0 +1,126 @@
+"""Paragraphs in, paragraphs out: text cut into sentences to translate and the spacing between them, put back
+together around the translations with the input's own whitespace and line breaks.
+
+Sentences are found line by line by pysbd (rule-based, offline) with the rules of the source language (English's
+where pysbd has none); a sentence longer than the model accepts is cut at the clause boundary (`,` `;` `:` and the
+like) nearest its middle, else at the space nearest its middle, else in the middle, until every piece fits: text is
+never dropped.
+"""
+
+import dataclasses
+import functools
+import re
+from collections.abc import Callable
+
+import pysbd
+from pysbd.languages import LANGUAGE_CODES
+
+CLAUSE_END = re.compile(r"[,;:\u3001\uff0c\uff1b\uff1a\u060c]\s+|[—–]\s*|\s+[—–-]\s+")
+SPACE = re.compile(r"\s+")
+LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)?")
+
+
+@dataclasses.dataclass(frozen=True)
+class Piece:
+    """A run of the input: a sentence to translate, or the whitespace kept as it is between sentences."""
+
+    text: str
+    translate: bool
+
+
+@functools.lru_cache(maxsize=32)
+def segmenter(language: str) -> pysbd.Segmenter:
+    """pysbd's segmenter for `language` (English's rules for a language pysbd does not know)."""
+    return pysbd.Segmenter(language=language if language in LANGUAGE_CODES else "en", clean=False)
+
+
+def _sentences_of_line(line: str, language: str) -> list[Piece]:
+    """The sentences of one line (no line break inside) and the whitespace around and between them."""
+    pieces: list[Piece] = []
+    cursor = 0
+    for found in segmenter(language).segment(line):
+        sentence = found.strip()
+        if not sentence:
+            continue
+        start = line.find(sentence, cursor)
+        if start < 0:  # the segmenter changed the text: keep the rest of the line as one sentence
+            break
+        if start > cursor:
+            pieces.append(Piece(line[cursor:start], False))
+        pieces.append(Piece(sentence, True))
+        cursor = start + len(sentence)
+    rest = line[cursor:]
+    if rest.strip():
+        leading = len(rest) - len(rest.lstrip())
+        trailing = len(rest.rstrip())
+        pieces += [Piece(rest[:leading], False), Piece(rest[leading:trailing], True), Piece(rest[trailing:], False)]
+    elif rest:
+        pieces.append(Piece(rest, False))
+    return [piece for piece in pieces if piece.text]
+
+
+def _cut_point(sentence: str) -> tuple[int, int]:
+    """Where to cut `sentence` (no whitespace at either end) in two: (end of the first part, start of the second),
+    at the clause boundary nearest the middle (its punctuation stays with the first part), else at the space
+    nearest the middle, else in the middle."""
+    middle = len(sentence) / 2
+    clauses = [(len(sentence[: m.end()].rstrip()), m.end()) for m in CLAUSE_END.finditer(sentence)]
+    spaces = [(m.start(), m.end()) for m in SPACE.finditer(sentence)]
+    for cuts in (clauses, spaces):
+        cuts = [(end, start) for end, start in cuts if 0 < end and start < len(sentence)]
+        if cuts:
+            return min(cuts, key=lambda cut: abs(cut[0] - middle))
+    half = max(1, len(sentence) // 2)
+    return half, half
+
+
+def split_long(sentence: str, fits: Callable[[str], bool]) -> list[Piece]:
+    """`sentence` as pieces that each `fits`, cut at clause or word boundaries (see `_cut_point`), with the
+    whitespace between them kept; a single character that does not fit is returned as it is (nothing is dropped)."""
+    if fits(sentence) or len(sentence) <= 1:
+        return [Piece(sentence, True)]
+    end, start = _cut_point(sentence)
+    gap = [Piece(sentence[end:start], False)] if start > end else []
+    return split_long(sentence[:end], fits) + gap + split_long(sentence[start:], fits)
+
+
+def split_text(text: str, language: str, fits: Callable[[str], bool] | None = None) -> list[Piece]:
+    """`text` as sentences to translate and the whitespace between them: `"".join(p.text for p in pieces) == text`.
+    Line breaks always end a sentence; with `fits`, a sentence that does not fit is split (`split_long`)."""
+    pieces: list[Piece] = []
+    for line in LINE.findall(text):
+        if not line:
+            continue
+        content = line.rstrip("\r\n")
+        pieces += _sentences_of_line(content, language)
+        if len(content) < len(line):
+            pieces.append(Piece(line[len(content) :], False))
+    if fits is not None:
+        pieces = [part for piece in pieces for part in (split_long(piece.text, fits) if piece.translate else [piece])]
+    return pieces
+
+
+def sentences(pieces: list[Piece]) -> list[str]:
+    """The sentences to translate, in order."""
+    return [piece.text for piece in pieces if piece.translate]
+
+
+def rejoin(pieces: list[Piece], translations: list[str]) -> str:
+    """The text with each sentence replaced by its translation (in order) and the whitespace kept."""
+    if len(translations) != sum(piece.translate for piece in pieces):
+        raise ValueError(f"{len(translations)} translations for {sum(p.translate for p in pieces)} sentences")
+    replacements = iter(translations)
+    return "".join(next(replacements) if piece.translate else piece.text for piece in pieces)
+
+
+def translate_paragraphs(
+    texts: list[str],
+    language: str,
+    translate: Callable[[list[str]], list[str]],
+    fits: Callable[[str], bool] | None = None,
+) -> list[str]:
+    """Each text translated sentence by sentence, with its spacing and line breaks kept; `translate` (a list of
+    sentences in, their translations out) is called once, with the sentences of all the texts."""
+    layouts = [split_text(text, language, fits) for text in texts]
+    translations = iter(translate([sentence for pieces in layouts for sentence in sentences(pieces)]))
+    return [rejoin(pieces, [next(translations) for _ in sentences(pieces)]) for pieces in layouts]
