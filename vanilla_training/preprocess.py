@@ -69,10 +69,12 @@ def load_splits(
     files: dict[str, str] | None = None,
     dataset_name: str | None = None,
     dataset_config: str | None = None,
+    versions: str = "one",
 ) -> datasets.DatasetDict:
     """The user's `files` (split -> JSONL or CSV path, each read by its own extension; all with the same columns),
     a `datasets` dataset (a Hub id, a local folder of data files, or a folder written by `save_to_disk`), or else
-    the built-in corpus of `pair`. The splits are train, validation and, optionally, test."""
+    the built-in corpus of `pair` (with `versions`, see `corpus.build_corpus`). The splits are train, validation
+    and, optionally, test."""
     if files:
         splits = datasets.DatasetDict({split: load_file(split, path) for split, path in files.items()})
         columns = {split: sorted(data.column_names) for split, data in splits.items()}
@@ -85,7 +87,7 @@ def load_splits(
     elif dataset_name:
         splits = load_named_dataset(dataset_name, dataset_config)
     else:
-        splits = load_corpus(pair)
+        splits = load_corpus(pair, versions=versions)
     if "validation" not in splits:
         raise ValueError("the data needs a validation split (pass --validation-file)")
     return splits
@@ -227,13 +229,19 @@ def lengths(tokenized: datasets.Dataset) -> np.ndarray:
     return tokenized.with_format("numpy", columns=[LENGTH])[:][LENGTH]
 
 
-def data_origin(pair: str, files: dict[str, str] | None, dataset_name: str | None, dataset_config: str | None) -> dict:
+def data_origin(
+    pair: str,
+    files: dict[str, str] | None,
+    dataset_name: str | None,
+    dataset_config: str | None,
+    versions: str = "one",
+) -> dict:
     """Where `load_splits` takes the data from, for the model card."""
     if files:
         return {"corpus": "files", "files": {split: Path(path).name for split, path in files.items()}}
     if dataset_name:
         return {"corpus": "dataset", "name": dataset_name, "config": dataset_config}
-    return {"corpus": "built-in", "pair": pair}
+    return {"corpus": "built-in", "pair": pair, "versions": versions}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -248,10 +256,16 @@ class DataSource:
     files: dict[str, str] | None = None
     dataset_name: str | None = None
     dataset_config: str | None = None
+    versions: str = "one"
+
+    @property
+    def built_in(self) -> bool:
+        """Whether the pairs are the built-in corpus's."""
+        return not self.files and not self.dataset_name
 
     def load_splits(self) -> datasets.DatasetDict:
-        return load_splits(self.pair, self.files, self.dataset_name, self.dataset_config)
+        return load_splits(self.pair, self.files, self.dataset_name, self.dataset_config, self.versions)
 
     def origin(self) -> dict:
         """Where the data comes from, for the model card."""
-        return data_origin(self.pair, self.files, self.dataset_name, self.dataset_config)
+        return data_origin(self.pair, self.files, self.dataset_name, self.dataset_config, self.versions)

@@ -42,6 +42,7 @@ from .plot import plot_training
 from .precision import precision_reason, training_attention
 from .preprocess import DataSource
 from .trainer import PatienceCallback, TimeBudgetProgress, TrainingTimeBudget, TranslationTrainer
+from .wordings import print_wording_scores, rounded_wording_scores, wording_scores
 
 ModelFactory = Callable[[VanillaConfig], PreTrainedModel]
 
@@ -305,13 +306,21 @@ def evaluate_test(
     sources, references = sources[: job.test_limit], references[: job.test_limit]
     options = {} if job.test_beams is None else {"num_beams": job.test_beams}
     predictions = translate(model, tokenizer, sources, **options)
-    bleu, chrf = corpus_bleu(predictions, references), corpus_chrf(predictions, references)
+    target = job.languages[1]
+    bleu, chrf = corpus_bleu(predictions, references, target), corpus_chrf(predictions, references)
     beams = options.get("num_beams", model.generation_config.num_beams)
     print(f"test BLEU {bleu['score']:.2f}, chrF {chrf['score']:.2f} ({len(sources):,} sentences, beam {beams})")
     print(f"  BLEU {bleu['signature']}\n  chrF {chrf['signature']}")
     examples = list(zip(sources, predictions, references, strict=True))
     for source, translation, reference in examples[: job.show]:
         print(f"\n  source:      {source}\n  translation: {translation}\n  reference:   {reference}")
+    extra = {}
+    if job.data.built_in and job.test_limit is None:
+        scores = wording_scores(
+            lambda texts: translate(model, tokenizer, texts, **options), job.data.pair, predictions=predictions
+        )
+        extra = rounded_wording_scores(scores)
+        print_wording_scores(extra)
     return {
         "bleu": round(bleu["score"], 2),
         "signature": bleu["signature"],
@@ -321,6 +330,7 @@ def evaluate_test(
         "num_beams": beams,
         "length_penalty": model.generation_config.length_penalty,
         "examples": [{"source": s, "translation": t, "reference": r} for s, t, r in examples[:3]],
+        **extra,
     }
 
 

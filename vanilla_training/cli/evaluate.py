@@ -18,10 +18,11 @@ import json
 import sys
 from pathlib import Path
 
-from ..corpus import PAIRS, load_corpus, target_language
+from ..corpus import load_corpus, parse_pair
 from ..evaluation import corpus_bleu, corpus_chrf
 from ..preprocess import load_file, sentences
 from ..translator import LanguageMismatchError, load_translator, model_folder, recorded_languages, resolve_languages
+from ..wordings import print_wording_scores, rounded_wording_scores, wording_scores
 from .common import add_model_arguments, decoding_options, read_lines
 
 
@@ -30,10 +31,11 @@ def test_languages(args: argparse.Namespace, parser: argparse.ArgumentParser) ->
     recorded), checked against the model's once; None for plain text files."""
     if args.pair:
         try:
-            resolve_languages(args.model, "en", target_language(args.pair))
-        except LanguageMismatchError as error:
+            languages = parse_pair(args.pair)
+            resolve_languages(args.model, *languages)
+        except (ValueError, LanguageMismatchError) as error:
             parser.error(str(error))
-        return "en", target_language(args.pair)
+        return languages
     if args.test_file:
         if None not in (args.source_lang, args.target_lang):
             return args.source_lang, args.target_lang
@@ -78,7 +80,11 @@ def main(argv: list[str] | None = None) -> None:
     )
     add_model_arguments(parser)
     test = parser.add_mutually_exclusive_group(required=True)
-    test.add_argument("--pair", choices=list(PAIRS), help="the built-in corpus's test split of this pair")
+    test.add_argument(
+        "--pair",
+        help="the built-in corpus's test split of this pair (SRC-TGT), scored also against every free version of the "
+        "target and with every free version of the source as input",
+    )
     test.add_argument(
         "--test-file",
         type=Path,
@@ -112,8 +118,15 @@ def main(argv: list[str] | None = None) -> None:
         except ValueError as error:  # a language mismatch too
             parser.error(str(error))
         predictions = translator.translate(sources, **decoding_options(args))
+        wordings = None
+        if args.pair:
+
+            def translate(texts: list[str]) -> list[str]:
+                return translator.translate(texts, **decoding_options(args))
+
+            wordings = wording_scores(translate, args.pair, predictions=predictions)
     model = translator.model
-    bleu = corpus_bleu(predictions, references)
+    bleu = corpus_bleu(predictions, references, languages[1] if languages else None)
     scores = {
         "model": translator.folder,
         "test": str(args.pair or args.test_file or args.source),
@@ -121,6 +134,7 @@ def main(argv: list[str] | None = None) -> None:
         "num_beams": args.beams or model.generation_config.num_beams or 1,
         "bleu": {"score": bleu["score"], "signature": bleu["signature"]},
         "chrf": corpus_chrf(predictions, references),
+        **(rounded_wording_scores(wordings) if wordings else {}),
     }
     if args.json:
         print(json.dumps(scores))
@@ -128,6 +142,8 @@ def main(argv: list[str] | None = None) -> None:
     print(f"BLEU {scores['bleu']['score']:.2f}  {scores['bleu']['signature']}")
     print(f"chrF {scores['chrf']['score']:.2f}  {scores['chrf']['signature']}")
     print(f"{scores['sentences']:,} sentences of {scores['test']}, beam {scores['num_beams']}, {scores['model']}")
+    if wordings:
+        print_wording_scores(scores)
 
 
 if __name__ == "__main__":

@@ -22,6 +22,7 @@ from accelerate import PartialState
 from modeling_vanilla import PRESETS, VanillaForConditionalGeneration
 
 from .. import recipe
+from ..corpus import VERSION_CHOICES, parse_pair
 from ..precision import PRECISIONS, mixed_precision_problem, resolve_precision
 from ..preprocess import DataSource
 from ..train import ModelFactory, TrainingJob, train
@@ -41,8 +42,20 @@ def build_parser() -> argparse.ArgumentParser:
     )
     groups = {name: parser.add_argument_group(name) for name in GROUPS}
     data, model, run, speed, evaluation, output = groups.values()
-    data.add_argument("--pair", default="en-de", choices=["en-de", "en-fr"], help="built-in corpus (default: en-de)")
-    data.add_argument("--source-lang", default="en", help="source column or language code (default: en)")
+    data.add_argument(
+        "--pair",
+        default="en-de",
+        type=pair_argument,
+        help="built-in corpus: SRC-TGT, two of its free languages in either direction (default: en-de; "
+        "`python -m vanilla_training.cli.corpus --list-pairs` lists them)",
+    )
+    data.add_argument(
+        "--versions",
+        default="one",
+        choices=VERSION_CHOICES,
+        help="built-in corpus: train on one version a side (one, default) or on every free version pairing (all)",
+    )
+    data.add_argument("--source-lang", help="source column or language code (default: the first language of --pair)")
     data.add_argument("--target-lang", help="target column or language code (default: the second language of --pair)")
     data.add_argument("--train-file", help="JSONL ({'translation': {src: ..., tgt: ...}} per line) or CSV")
     data.add_argument("--validation-file", help="needed with --train-file (same layouts)")
@@ -108,6 +121,15 @@ def run_recipe(args: argparse.Namespace) -> recipe.Recipe:
     return dataclasses.replace(recipe.RECIPES[args.preset], **overrides)
 
 
+def pair_argument(pair: str) -> str:
+    """`--pair`, checked: two languages of the built-in corpus that both have a free version."""
+    try:
+        parse_pair(pair)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+    return pair
+
+
 def data_source(args: argparse.Namespace) -> DataSource:
     """Where the run's pairs come from: the files, a `datasets` dataset, or the built-in corpus of `--pair`."""
     files = None
@@ -115,9 +137,10 @@ def data_source(args: argparse.Namespace) -> DataSource:
         named = {"train": args.train_file, "validation": args.validation_file, "test": args.test_file}
         files = {split: path for split, path in named.items() if path}
     return DataSource(
-        source=args.source_lang,
+        source=args.source_lang or args.pair.split("-")[0],
         target=args.target_lang or args.pair.split("-")[1],
         pair=args.pair,
+        versions=args.versions,
         files=files,
         dataset_name=args.dataset_name,
         dataset_config=args.dataset_config,

@@ -1,0 +1,47 @@
+"""vanilla-train and vanilla-evaluate on the built-in corpus of a pair out of a non-English language, from a tiny
+bible.db: the run trains, scores against every free reference version and with every free source wording, and its
+card names the pair and the versions."""
+
+import json
+from pathlib import Path
+
+import pytest
+from test_corpus import script_db  # noqa: F401  (a fixture)
+
+from vanilla_training.cli import train as train_cli
+from vanilla_training.corpus import build_corpus
+
+from helpers import toy_run_args
+
+
+def test_pair_argument_is_checked(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        train_cli.build_parser().parse_args(["--pair", "zh-en", "--output-dir", "x"])
+    assert "no free version of Chinese" in capsys.readouterr().err
+    args = train_cli.build_parser().parse_args(["--pair", "ko-hi", "--versions", "all", "--output-dir", "x"])
+    source = train_cli.data_source(args)
+    assert (source.source, source.target, source.pair, source.versions, source.built_in) == (
+        "ko",
+        "hi",
+        "ko-hi",
+        "all",
+        True,
+    )
+
+
+def test_a_run_on_a_built_in_reverse_pair(tmp_path: Path, script_db: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
+    """fr-en, built in advance into the data folder that the run reads (nothing is downloaded)."""
+    monkeypatch.setenv("VANILLA_DATA_DIR", str(tmp_path / "data"))
+    build_corpus("fr-en", tmp_path / "data", db_path=script_db)
+    options = {"pair": "fr-en", "max_steps": 6, "eval_steps": 3, "save_steps": 3, "average_last": 1}
+    train_cli.main(toy_run_args({}, tmp_path / "run", **options, bleu_sentences=0, warmup_steps=2))
+    results = json.loads((tmp_path / "run" / "final" / "training_results.json").read_text())
+    assert results["languages"] == {"source": "fr", "target": "en"}
+    assert results["data"]["corpus"] == "built-in" and results["data"]["versions"] == "one"
+    test = results["test"]
+    assert test["multi_reference"]["references"] == ["4", "k", "3"]
+    assert test["multi_reference"]["signature"].startswith("nrefs:3|")
+    assert list(test["sources"]) == ["l", "5"] and test["sources"]["l"]["bleu"] == test["bleu"]
+    card = (tmp_path / "run" / "final" / "README.md").read_text()
+    assert "language:\n- fr\n- en\n" in card and "Bible fr-en (one version a side)" in card
+    assert "Louis Segond 1910 (public domain)" in card and "--pair fr-en --versions one" in card
