@@ -147,7 +147,8 @@ def joint_bpe(
 ) -> PreTrainedTokenizerBase:
     """The joint BPE of the split's sentences, or of `sample` pairs drawn from it with `seed` (for corpora of
     millions of pairs, whose merges a sample already gives), read from the cache when it holds one."""
-    settings = (split._fingerprint, source, target, vocab_size, model_max_length, sample, seed)
+    # "byte-fallback": tokenizers cached before train_joint_bpe gained byte fallback are not reused
+    settings = (split._fingerprint, source, target, vocab_size, model_max_length, sample, seed, "byte-fallback")
     cache = cache_dir(split) / f"vanilla-bpe-{Hasher.hash(settings)}" if split.cache_files else None
     if cache is not None and (cache / "tokenizer.json").is_file():
         return AutoTokenizer.from_pretrained(cache)

@@ -8,8 +8,10 @@ MODEL is what `vanilla-translate` takes (a run folder, a model folder or a Hub i
 as it translates them: the model's own decoding (`--beams` overrides the beam size), in batches of about
 `--max-tokens` source tokens. On the built-in test split this is the translation that `vanilla-train` scores for its
 test BLEU, so the BLEU printed here is the one training reported for the same model (when training translated the
-whole split: no `--test-limit`, and the same `--test-beams`). BLEU is sacreBLEU's 13a-tokenized corpus BLEU, through
-the `evaluate` metric training uses; chrF is sacreBLEU's chrF (character 6-grams, beta 2).
+whole split: no `--test-limit`, and the same `--test-beams`). BLEU is sacreBLEU's corpus BLEU, through the `evaluate`
+metric training uses, with the tokenizer that fits the target language (zh for Chinese, char for Japanese and Korean,
+13a otherwise); chrF is sacreBLEU's chrF (character 6-grams, beta 2). With `--pair`, the scores against every free
+version of the target (multi-reference) and with every free version of the source as input follow.
 """
 
 import argparse
