@@ -582,7 +582,8 @@ def main(argv: list[str] | None = None, model_factory: ModelFactory = VanillaFor
     model.set_attn_implementation(default_attention)
     chosen = final_checkpoints(trainer, run)
     model = averaged_model(model, chosen)
-    model.generation_config = paper_generation_config(model.config)  # the folder decodes as the paper does
+    own = model.generation_config if args.model_name_or_path else None  # a fine-tuned model's (e.g. banned tokens)
+    model.generation_config = paper_generation_config(model.config, own)  # the folder decodes as the paper does
     model.config.use_cache = True  # the Trainer turns the cache off for training; decoding wants it
     sizes = {
         "train": len(train_set),
