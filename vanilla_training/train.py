@@ -18,6 +18,7 @@ import argparse
 import dataclasses
 import json
 import os
+import re
 import sys
 import time
 from collections.abc import Callable
@@ -92,6 +93,7 @@ RECIPE_HELP = {
     "save_steps": "steps between checkpoints",
     "average_last": "checkpoints averaged into the final model (section 6.1)",
 }
+RECIPE_OPTIONS = {name: f"--{name.replace('_', '-')}" for name in RECIPE_HELP}  # max_steps: --max-steps
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")
 
 
@@ -180,8 +182,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         parser.error("--train-file needs --validation-file (validation loss and BLEU are measured on it)")
     try:
         run_recipe(args)
-    except ValueError as error:
-        parser.error(f"--preset {args.preset} with these options: {error}")
+    except ValueError as error:  # named as the options that set them
+        message = re.sub(r"\b[a-z]+(?:_[a-z]+)*\b", lambda word: RECIPE_OPTIONS.get(word[0], word[0]), str(error))
+        parser.error(f"--preset {args.preset} with these options: {message}")
+    for name, least in (("num_proc", 1), ("tokenizer_sample", 1), ("test_beams", 1), ("test_limit", 1), ("show", 0)):
+        if getattr(args, name) is not None and getattr(args, name) < least:
+            parser.error(f"--{name.replace('_', '-')} must be at least {least}, got {getattr(args, name)}")
     args.precision_asked, args.precision = args.precision, resolve_precision(args.precision)
     if problem := mixed_precision_problem(args.precision):
         parser.error(problem)
