@@ -390,6 +390,16 @@ def test_resuming_the_last_checkpoint_of_a_run_that_saved_none_is_a_clear_error(
     assert not (tmp_path / "fresh").exists()
 
 
+def test_a_new_run_in_the_folder_of_an_earlier_run_with_checkpoints_is_refused(tmp_path):
+    """Its checkpoints would count as the new run's: pruned as the newest, chosen and averaged into its model."""
+    files = write_toy_corpus(tmp_path, {"train": 30, "validation": 5})
+    earlier = tmp_path / "earlier"
+    (earlier / "checkpoint-150").mkdir(parents=True)
+    with pytest.raises(FileExistsError, match=r"holds an earlier run.s checkpoints \(the last: checkpoint-150\)"):
+        main(toy_run_args(files, earlier, **EXACT, max_steps=2))
+    assert sorted(path.name for path in earlier.iterdir()) == ["checkpoint-150"]  # nothing written
+
+
 def test_the_command_line_reads_a_csv_file_beside_a_jsonl_file_and_a_dataset_by_name(tmp_path):
     pairs = toy_pairs(random.Random(5), 50)
     train, validation = tmp_path / "train.jsonl", tmp_path / "validation.csv"

@@ -419,12 +419,17 @@ def build_trainer(
 
 
 def resume_point(args: argparse.Namespace) -> str | None:
-    """The checkpoint to resume from (`--resume-from-checkpoint`, 'last' meaning the newest), verified intact."""
-    resume = args.resume_from_checkpoint
-    if resume == "last":
-        resume = get_last_checkpoint(args.output_dir) if Path(args.output_dir).is_dir() else None
-        if resume is None:
-            raise FileNotFoundError(f"--resume-from-checkpoint last: {args.output_dir} holds no checkpoint-<step>")
+    """The checkpoint to resume from (`--resume-from-checkpoint`, 'last' meaning the newest), verified intact. A new
+    run's folder must hold no checkpoint: an earlier run's would be pruned, chosen and averaged as the new run's."""
+    last = get_last_checkpoint(args.output_dir) if Path(args.output_dir).is_dir() else None
+    resume = last if args.resume_from_checkpoint == "last" else args.resume_from_checkpoint
+    if args.resume_from_checkpoint == "last" and resume is None:
+        raise FileNotFoundError(f"--resume-from-checkpoint last: {args.output_dir} holds no checkpoint-<step>")
+    if resume is None and last is not None:
+        raise FileExistsError(
+            f"{args.output_dir} holds an earlier run's checkpoints (the last: {Path(last).name}): resume it with "
+            "--resume-from-checkpoint last, or train in another --output-dir"
+        )
     if resume:
         checkpoints.verify_checkpoint(resume)
     return resume
