@@ -106,16 +106,16 @@ def test_command_writes_six_pictures_and_says_it_switched_to_eager(translator, t
 
 def test_a_picture_shows_its_weights(tmp_path):
     """The same labels and colour scale, the weights transposed: another picture; the same weights: the same."""
-    diagonal = torch.tensor([[[[0.9, 0.1, 0.0], [0.1, 0.8, 0.1], [0.0, 0.1, 0.9]]]])
+    weights = torch.tensor([[[[1.0, 0.0, 0.0], [0.5, 0.5, 0.0], [0.2, 0.3, 0.5]]]])  # causal: not symmetric
     drawn = {}
-    for name, weights in (("diagonal", diagonal), ("again", diagonal), ("transposed", diagonal.transpose(-1, -2))):
+    for name, shown in (("first", weights), ("again", weights), ("transposed", weights.transpose(-1, -2))):
         plot_attention(
-            weights, ["a", "b", "c"], ["x", "y", "z"], "t", ("keys", "queries"), tmp_path / f"{name}.png", False
+            shown, ["a", "b", "c"], ["x", "y", "z"], "t", ("keys", "queries"), tmp_path / f"{name}.png", False
         )
         drawn[name] = matplotlib.image.imread(tmp_path / f"{name}.png")
-    assert numpy.array_equal(drawn["diagonal"], drawn["again"])
-    assert drawn["diagonal"].shape == drawn["transposed"].shape
-    assert not numpy.array_equal(drawn["diagonal"], drawn["transposed"])
+    assert numpy.array_equal(drawn["first"], drawn["again"])
+    assert drawn["first"].shape == drawn["transposed"].shape
+    assert not numpy.array_equal(drawn["first"], drawn["transposed"])
 
 
 def test_a_batch_of_more_than_one_sentence_is_refused_and_the_model_keeps_its_attention(translator):
