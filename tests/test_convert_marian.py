@@ -298,10 +298,13 @@ def test_marian_sentencepiece_tokenizer_files_are_copied_and_keep_their_class(tm
     assert not (destination / "README.md").exists()
 
 
-def test_help():
+def test_help_names_every_option(capsys):
     with pytest.raises(SystemExit) as done:
         main(["--help"])
     assert done.value.code == 0
+    text = capsys.readouterr().out
+    for option in ("source", "destination", "--allow-pickle", "identical output"):
+        assert option in text, option
 
 
 # ---------------------------------------------------------------------------------------------------------------
