@@ -471,7 +471,8 @@ def averaged_model(model: PreTrainedModel, chosen: list[str]) -> PreTrainedModel
     chosen around the best evaluation may not include."""
     if not chosen:
         raise FileNotFoundError("training saved no checkpoint to take the final weights from")
-    print(f"averaged {len(chosen)} checkpoint(s): {', '.join(Path(c).name for c in chosen)}")
+    names = ", ".join(Path(c).name for c in chosen)
+    print(f"averaged {len(chosen)} checkpoint{'s' if len(chosen) > 1 else ''}: {names}")
     return average_checkpoints(chosen).to(model.device)
 
 
