@@ -54,7 +54,7 @@ def best_window(run_dir: Path, step: int, count: int) -> list[str]:
 
 
 def elapsed_seconds(run_dir: Path, step: int) -> float | None:
-    """Training seconds up to `step`, interpolated from the `elapsed` stamps the run logged (None if absent)."""
+    """Training seconds up to `step`: the last `elapsed` stamp the run logged at or before it (None if none)."""
     stamps = [(entry["step"], entry["elapsed"]) for entry in log_history(run_dir) if "elapsed" in entry]
     before = [stamp for stamp in stamps if stamp[0] <= step]
     return before[-1][1] if before else None

@@ -2,11 +2,13 @@
 
 import math
 
+import matplotlib.image
+import numpy
 import pytest
 import torch
 
 from modeling_vanilla import paper_generation_config, sinusoidal_positional_encoding
-from vanilla_training.attention import attention_maps
+from vanilla_training.attention import attention_maps, plot_attention, record_attention
 from vanilla_training.cli.show_attention import main
 from vanilla_training.tokenizer import train_joint_bpe
 
@@ -96,9 +98,38 @@ def test_command_writes_six_pictures_and_says_it_switched_to_eager(translator, t
     names = {"cross_attention", "encoder_self_attention", "decoder_self_attention"}
     assert sorted(path.name for path in written) == sorted(f"{n}{s}.png" for n in names for s in ("", "_heads"))
     for path in written:
-        assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        picture = matplotlib.image.imread(path)  # a PNG that decodes, of a drawing: many colours, not one
+        assert picture.shape[0] > 200 and picture.shape[1] > 200, path.name
+        assert len(numpy.unique(picture.reshape(-1, picture.shape[-1]), axis=0)) > 20, path.name
     printed = capsys.readouterr().out
     assert "switched from sdpa to eager" in printed and "translation:" in printed
+
+
+def test_a_picture_shows_its_weights(tmp_path):
+    """The same labels and colour scale, the weights transposed: another picture; the same weights: the same."""
+    weights = torch.tensor([[[[1.0, 0.0, 0.0], [0.5, 0.5, 0.0], [0.2, 0.3, 0.5]]]])  # causal: not symmetric
+    drawn = {}
+    for name, shown in (("first", weights), ("again", weights), ("transposed", weights.transpose(-1, -2))):
+        plot_attention(
+            shown, ["a", "b", "c"], ["x", "y", "z"], "t", ("keys", "queries"), tmp_path / f"{name}.png", False
+        )
+        drawn[name] = matplotlib.image.imread(tmp_path / f"{name}.png")
+    assert numpy.array_equal(drawn["first"], drawn["again"])
+    assert drawn["first"].shape == drawn["transposed"].shape
+    assert not numpy.array_equal(drawn["first"], drawn["transposed"])
+
+
+def test_a_batch_of_more_than_one_sentence_is_refused_and_the_model_keeps_its_attention(translator):
+    model, tokenizer = translator
+    pair = tokenizer(SENTENCES[:2], return_tensors="pt", padding=True).input_ids
+    one = pair[:1]
+    with pytest.raises(ValueError, match="one sentence at a time: got source and target batches of 2 and 1"):
+        record_attention(model, pair, one)
+    with pytest.raises(ValueError, match="one sentence at a time: got source and target batches of 1 and 2"):
+        record_attention(model, one, pair)
+    assert model.config._attn_implementation == "sdpa"
+    encoder, decoder, cross, previous = record_attention(model, one, one)
+    assert previous == "sdpa" and encoder.shape[2:] == decoder.shape[2:] == cross.shape[2:] == (one.shape[1],) * 2
 
 
 def test_bad_input_is_named(translator, tmp_path):

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 from safetensors import safe_open
-from tokenizers import Tokenizer, models, pre_tokenizers
+from tokenizers import Tokenizer, models, pre_tokenizers, processors
 from transformers import (
     AutoModelForSeq2SeqLM,
     AutoTokenizer,
@@ -29,8 +29,20 @@ from modeling_vanilla.convert_marian import (
     copy_tokenizer_files,
     main,
 )
+from vanilla_training.cli.train import main as train_main
 
-from helpers import EOS, OPUS_MT, PAD, opus_batch, opus_mt_like, padded_batch, tiny_model
+from helpers import (
+    EOS,
+    OPUS_MT,
+    PAD,
+    WORDS,
+    fine_tune_args,
+    opus_batch,
+    opus_mt_like,
+    padded_batch,
+    tiny_model,
+    write_toy_corpus,
+)
 from hub_server import FakeHub
 
 # One beam search setup for both models (the converted one otherwise decodes as the paper does, Marian as it is).
@@ -286,10 +298,13 @@ def test_marian_sentencepiece_tokenizer_files_are_copied_and_keep_their_class(tm
     assert not (destination / "README.md").exists()
 
 
-def test_help():
+def test_help_names_every_option(capsys):
     with pytest.raises(SystemExit) as done:
         main(["--help"])
     assert done.value.code == 0
+    text = capsys.readouterr().out
+    for option in ("source", "destination", "--allow-pickle", "identical output"):
+        assert option in text, option
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -403,3 +418,33 @@ def test_hub_id_is_downloaded_and_converted(marian, reference, tmp_path):
     assert report["sequences"] == reference[1].sequences.tolist()
     assert report["tokens"] == [5, 9]
     assert not any(path.endswith(("tf_model.h5", "batch.pt")) for path in downloaded)
+
+
+def test_fine_tuning_a_converted_model_keeps_its_generation_settings(tmp_path):
+    """OPUS-MT's generation config bans `<pad>` and forces `</s>` at the length limit; a converted model keeps both,
+    and so does the model `vanilla-train --model-name-or-path` fine-tunes from it, decoding as the paper does."""
+    words = [word for pair in WORDS.items() for word in pair]
+    vocab = {"</s>": EOS, "<unk>": 1, **{word: i for i, word in enumerate(words, 2)}, "<pad>": PAD}
+    vocab.update({f"w{i}": i for i in range(len(words) + 2, PAD)})
+    backend = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
+    backend.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    backend.post_processor = processors.TemplateProcessing(single="$A </s>", special_tokens=[("</s>", EOS)])
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=backend, unk_token="<unk>", eos_token="</s>", pad_token="<pad>"
+    )
+    marian = opus_mt_like()
+    marian.generation_config.update(bad_words_ids=[[PAD]], forced_eos_token_id=EOS, num_beams=6, max_length=512)
+    source, converted = tmp_path / "marian", tmp_path / "converted"
+    marian.save_pretrained(source)
+    tokenizer.save_pretrained(source)
+    main([str(source), str(converted)])
+    files = write_toy_corpus(tmp_path, {"train": 40, "validation": 4})
+    options = {"bleu_sentences": 0, "max_steps": 2, "save_steps": 2, "eval_steps": 2, "show": 0}
+    train_main(fine_tune_args(files, tmp_path / "tuned", converted, **options))
+
+    for folder in (converted, tmp_path / "tuned" / "final"):
+        generation = json.loads((folder / "generation_config.json").read_text())
+        assert (generation["bad_words_ids"], generation["forced_eos_token_id"]) == ([[PAD]], EOS), folder
+        assert (generation["num_beams"], generation["length_penalty"], generation["early_stopping"]) == (4, 0.6, True)
+        assert "max_length" not in generation  # the paper's limit, input length + 50
+        assert (generation["pad_token_id"], generation["decoder_start_token_id"]) == (PAD, PAD)

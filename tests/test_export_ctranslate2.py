@@ -231,7 +231,37 @@ def test_positions_are_stored_up_to_max_position_embeddings_plus_50(tmp_path):
         translator.translate_batch([["5"] * 58 + ["3"]], max_decoding_length=2)
 
 
-def test_help():
+def test_an_existing_destination_is_kept_unless_forced(tmp_path, capsys):
+    model = tiny_model(std=0.3)
+    model.save_pretrained(tmp_path / "model")
+    destination = tmp_path / "ct2"
+    destination.mkdir()
+    (destination / "mine.txt").write_text("not a model")
+    with pytest.raises(RuntimeError, match="already exists"):
+        main([str(tmp_path / "model"), str(destination)])
+    assert sorted(path.name for path in destination.iterdir()) == ["mine.txt"]
+    main([str(tmp_path / "model"), str(destination), "--force"])
+    assert capsys.readouterr().out.strip() == str(destination)
+    assert (destination / "model.bin").is_file() and not (destination / "mine.txt").exists()
+    assert ctranslate2.Translator(str(destination)).translate_batch([["5", "6", "3"]], max_decoding_length=4)
+
+
+def test_a_tokenizer_that_cannot_name_every_id_is_refused(tmp_path):
+    """Every id of the model needs a token of its own in the CTranslate2 vocabulary: a tokenizer of fewer tokens
+    than the model's vocab_size (64) is refused, naming the folder."""
+    tiny_model().save_pretrained(tmp_path / "model")
+    backend = Tokenizer(models.WordLevel({"<pad>": 0, "<unk>": 1, "<s>": 2, "</s>": 3, "a": 4}, unk_token="<unk>"))
+    backend.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    PreTrainedTokenizerFast(tokenizer_object=backend, unk_token="<unk>").save_pretrained(tmp_path / "model")
+    with pytest.raises(ValueError, match=r"model does not give 64 distinct tokens for ids 0..63"):
+        export_ctranslate2(tmp_path / "model", tmp_path / "ct2")
+    assert not (tmp_path / "ct2").exists()
+
+
+def test_help_names_every_option(capsys):
     with pytest.raises(SystemExit) as done:
         main(["--help"])
     assert done.value.code == 0
+    text = capsys.readouterr().out
+    for option in ("source", "destination", "--quantization", "--force"):
+        assert option in text, option

@@ -115,10 +115,13 @@ def test_a_run_killed_while_writing_a_checkpoint_leaves_none_half_written_and_re
     partial = sorted(path.name for path in (run / STAGING / "checkpoint-20").iterdir())  # where it was written
     assert "model.safetensors" in partial and "optimizer.pt" in partial and "trainer_state.json" not in partial
     verify_checkpoint(run / "checkpoint-10")
-    _finish(_train(run, corpus, resume_from_checkpoint="last"))
+    (run / STAGING / "checkpoint-20" / "rng_state_7.pth").write_bytes(b"of another run")  # e.g. of more processes
+    _finish(_train(run, corpus, resume_from_checkpoint="last", keep_checkpoints=True))
     _assert_same_result(straight, run)
     for checkpoint in run.glob("checkpoint-*"):
         verify_checkpoint(checkpoint)
+    assert not (run / "checkpoint-20" / "rng_state_7.pth").exists()  # the killed save's files were not reused
+    assert not list((run / STAGING).iterdir())
 
 
 def test_damaged_checkpoints_are_refused_by_name(tmp_path, corpus):

@@ -201,6 +201,60 @@ def test_a_beam_holding_every_hypothesis_returns_the_best_by_the_gnmt_formula():
             assert [score for _, score in returned] == pytest.approx([score for _, score in expected], abs=1e-4)
 
 
+def test_several_end_of_sequence_ids_each_end_a_hypothesis():
+    """With `eos_token_id=[3, 5]` either token ends a hypothesis. Brute force as above (six tokens, at most 4 new
+    ones: the continuing tokens 0, 1, 2, 4, then 3 or 5; 426 hypotheses, all held by 750 beams): the three best
+    returned are the oracle's, |Y| counted to the first of either id, and some of them end with each id."""
+    ends, alpha = (EOS, 5), 0.6
+    model, sources = six_token_model(seed=2, std=0.6, eos_bias=1.2), six_token_sources(seed=2)
+    with torch.no_grad():
+        model.final_logits_bias[0, 5] = 1.2
+    continuing = [token for token in range(VOCAB) if token not in ends]
+    hypotheses = [
+        (*prefix, last)
+        for length in range(1, 5)
+        for prefix in itertools.product(continuing, repeat=length - 1)
+        for last in (range(VOCAB) if length == 4 else ends)
+    ]
+    assert len(hypotheses) == 426
+    oracle = []
+    for source in sources:
+        log_probs = next_token_log_probs(model, source)
+        scored = [(y, log_probability(log_probs, y) / gnmt_length_penalty(len(y), alpha)) for y in hypotheses]
+        oracle.append(sorted(scored, key=lambda pair: pair[1], reverse=True)[:3])
+    with torch.no_grad():
+        output = model.generate(
+            input_ids=sources,
+            num_beams=750,
+            num_return_sequences=3,
+            max_new_tokens=4,
+            length_penalty=alpha,
+            eos_token_id=list(ends),
+            return_dict_in_generate=True,
+            output_scores=True,
+            custom_generate=gnmt_beam_search,
+        )
+    returned = []
+    for row in output.sequences[:, 1:].tolist():
+        end = next((t for t, token in enumerate(row) if token in ends), len(row) - 1)
+        returned.append(tuple(row[: end + 1]))
+    expected = [y for best in oracle for y, _ in best]
+    assert returned == expected
+    assert output.sequences_scores.tolist() == pytest.approx([score for best in oracle for _, score in best], abs=1e-4)
+    assert {y[-1] for y in expected if len(y) < 4} == set(ends)
+    # A pruning beam where more extensions end than 2 x num_beams candidates hold: transformers' search keeps
+    # (1 + the number of ids) x num_beams candidates a step, and so must this one (alpha 0: the same search).
+    two_ends = ending_model()
+    with torch.no_grad():
+        two_ends.final_logits_bias[0, 5] = 1.0
+    for seed in range(3):
+        options = {"num_beams": 2, "length_penalty": 0.0, "eos_token_id": list(ends)}
+        ours = beam_search(two_ends, seed, custom_generate=gnmt_beam_search, **options)
+        theirs = beam_search(two_ends, seed, **options)
+        assert torch.equal(ours.sequences, theirs.sequences)
+        assert torch.equal(ours.sequences_scores, theirs.sequences_scores)
+
+
 def reference_beam_search(log_probs, num_beams: int, max_new_tokens: int, alpha: float, early_stopping) -> list:
     """The rules of transformers' beam search with the GNMT penalty, on one source, in plain Python: each step takes
     the 2 * num_beams best extensions by log P; those among the best num_beams that end (</s> or the length limit)

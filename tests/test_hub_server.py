@@ -1,4 +1,5 @@
-"""The FakeHub server against the real huggingface_hub / transformers clients, each run in a subprocess.
+"""The FakeHub server against the real huggingface_hub client, run in a subprocess: the protocol that the tests of
+`vanilla-push` and of the converter's Hub download rely on (tests/test_push.py, tests/test_convert_marian*.py).
 
 The client settings (``HF_ENDPOINT``, a dummy ``HF_TOKEN``, a temporary ``HF_HOME``) must be in the
 environment before ``huggingface_hub`` is imported, hence a fresh Python process per client.
@@ -7,18 +8,12 @@ environment before ``huggingface_hub`` is imported, hence a fresh Python process
 from __future__ import annotations
 
 import json
-import signal
 import subprocess
 import sys
 import textwrap
-import urllib.request
 from pathlib import Path
 
-import pytest
-
 from hub_server import FakeHub
-
-SERVER_SCRIPT = Path(__file__).with_name("hub_server.py")
 
 ROUND_TRIP = """
 import json, sys
@@ -61,30 +56,6 @@ for name, call, error in [
     except error as err:
         out[name] = type(err).__name__
 print(json.dumps(out))
-"""
-
-MARIAN = """
-import json, os, sys
-import torch
-from transformers import MarianConfig, MarianMTModel
-
-action, repo = sys.argv[1], "user/tiny-marian"
-if action == "push":
-    torch.manual_seed(0)
-    config = MarianConfig(
-        vocab_size=50, d_model=16, encoder_layers=1, decoder_layers=1, encoder_attention_heads=2,
-        decoder_attention_heads=2, encoder_ffn_dim=32, decoder_ffn_dim=32, max_position_embeddings=32,
-        pad_token_id=0, eos_token_id=1, decoder_start_token_id=0,
-    )
-    model = MarianMTModel(config).eval()
-    commit = model.push_to_hub(repo).oid
-else:
-    model = MarianMTModel.from_pretrained(repo)
-    commit = None
-with torch.no_grad():
-    logits = model(input_ids=torch.tensor([[5, 7, 9, 1]]), decoder_input_ids=torch.tensor([[0, 5, 7]])).logits
-print(json.dumps({"commit": commit, "logits": logits.flatten().tolist()}), flush=True)
-os._exit(0)  # skip torch's interpreter teardown (~2 s); everything is written and flushed
 """
 
 
@@ -163,50 +134,3 @@ def test_hf_hub_client_round_trip(tmp_path: Path) -> None:
     assert ("HEAD", "/user/nope/resolve/main/README.md", 404) in log
     assert ("HEAD", "/user/round-trip/resolve/v9/README.md", 404) in log
     assert all(status < 500 for _, _, status in log), log
-
-
-@pytest.mark.slow
-def test_marian_push_to_hub_and_from_pretrained(tmp_path: Path) -> None:
-    with FakeHub(tmp_path / "hub") as hub:
-        pushed = run_client(hub, tmp_path / "home_push", MARIAN, "push")
-        pushed_files = hub.repo_files("user/tiny-marian")
-        n_push_requests = len(hub.requests)
-        loaded = run_client(hub, tmp_path / "home_load", MARIAN, "load")
-        push_log, load_log = calls(hub)[:n_push_requests], calls(hub)[n_push_requests:]
-        commits = [r for r in hub.requests if r["path"].endswith("/commit/main")]
-
-    assert loaded["logits"] == pushed["logits"]
-    assert len(pushed["logits"]) == 3 * 50
-
-    expected = ["README.md", "config.json", "generation_config.json", "model.safetensors"]
-    assert [(c["status"], c["added"]) for c in commits] == [(200, expected)]
-    assert sorted(pushed_files) == sorted([".gitattributes", *expected])
-    assert ("POST", "/api/repos/create", 200) in push_log
-    # the model card is loaded first; a missing README.md must be an EntryNotFound 404 to get the template
-    assert ("HEAD", "/user/tiny-marian/resolve/main/README.md", 404) in push_log
-
-    # from_pretrained resolves main to a commit once, then reads every file at that commit
-    sha = pushed["commit"]
-    assert load_log[0] == ("GET", "/api/models/user/tiny-marian/revision/main", 200)
-    for name in ("config.json", "model.safetensors", "generation_config.json"):
-        assert ("GET", f"/user/tiny-marian/resolve/{sha}/{name}", 200) in load_log
-    assert all(status == 200 for _, _, status in load_log), load_log
-
-
-def test_command_line_server(tmp_path: Path) -> None:
-    # Started with SIGINT ignored, as by a non-interactive shell's `&`: the server must still stop on SIGINT.
-    proc = subprocess.Popen(
-        [sys.executable, str(SERVER_SCRIPT), "--root", str(tmp_path)],
-        stdout=subprocess.PIPE,
-        text=True,
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
-    )
-    try:
-        endpoint = proc.stdout.readline().strip()
-        with urllib.request.urlopen(f"{endpoint}/api/whoami-v2", timeout=10) as response:
-            assert json.load(response)["name"] == "user"
-    finally:
-        proc.send_signal(signal.SIGINT)
-        assert proc.wait(timeout=10) == 0
-    log = json.loads((tmp_path / "requests.json").read_text())
-    assert log == [{"method": "GET", "path": "/api/whoami-v2", "query": "", "status": 200}]

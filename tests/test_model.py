@@ -2,6 +2,7 @@
 
 import pytest
 import torch
+from transformers import DynamicCache, EncoderDecoderCache
 
 from modeling_vanilla import VanillaConfig, VanillaForConditionalGeneration, VanillaModel
 
@@ -136,16 +137,23 @@ def test_every_attention_module_declares_its_causality():
         assert layer.cross_attn.is_causal is False
 
 
-def test_sampling_is_reproducible_and_differs_from_greedy():
+def test_sampling_draws_every_token_from_the_models_own_top_k():
+    """Sampling (top_k=3, with the cache) sees at each step the logits the model gives the prefix sampled so far,
+    recomputed here without the cache, and takes one of their three highest; and it samples (unlike greedy)."""
     model = tiny_model(std=0.4)
     ids, mask = padded_batch()
+    options = {"input_ids": ids, "attention_mask": mask, "num_beams": 1, "max_new_tokens": 10}
     torch.manual_seed(0)
-    first = model.generate(input_ids=ids, attention_mask=mask, do_sample=True, num_beams=1, max_new_tokens=10)
-    torch.manual_seed(0)
-    second = model.generate(input_ids=ids, attention_mask=mask, do_sample=True, num_beams=1, max_new_tokens=10)
-    greedy = model.generate(input_ids=ids, attention_mask=mask, num_beams=1, max_new_tokens=10)
-    assert torch.equal(first, second)
-    assert not torch.equal(first, greedy)
+    out = model.generate(**options, do_sample=True, top_k=3, return_dict_in_generate=True, output_logits=True)
+    sampled = out.sequences
+    with torch.no_grad():
+        logits = model(input_ids=ids, attention_mask=mask, decoder_input_ids=sampled[:, :-1]).logits
+    chosen = sampled[:, 1:]
+    live = ((chosen == 3).long().cumsum(1) - (chosen == 3).long()) == 0  # up to the row's </s>, not padding after
+    assert live.sum() > 15
+    assert torch.allclose(torch.stack(out.logits, 1)[live], logits[live], atol=1e-4)
+    assert (logits.topk(3, dim=-1).indices == chosen[..., None]).any(-1)[live].all()
+    assert not torch.equal(sampled, model.generate(**options))
 
 
 def test_generation_stops_at_input_length_plus_50():
@@ -289,3 +297,28 @@ def test_big_preset_builds_with_dropout_03():
     with torch.device("meta"):
         model = VanillaForConditionalGeneration(VanillaConfig.from_preset("big", vocab_size=100))
     assert model.model.encoder.layers[0].dropout.p == 0.3 and model.model.encoder.dropout.p == 0.3
+
+
+def test_the_decoder_refuses_to_run_without_the_encoder_output_or_with_another_cache():
+    model = tiny_model()
+    ids, mask = padded_batch()
+    decoder_ids = torch.tensor([[2, 5, 6]] * 3)
+    with pytest.raises(ValueError, match="the decoder needs encoder_hidden_states"):
+        model.model.decoder(input_ids=decoder_ids)
+    memory = model.model.encoder(input_ids=ids, attention_mask=mask).last_hidden_state
+    with pytest.raises(TypeError, match="the decoder cache must be an EncoderDecoderCache, got DynamicCache"):
+        model.model.decoder(input_ids=decoder_ids, encoder_hidden_states=memory, cache=DynamicCache())
+    cache = EncoderDecoderCache(DynamicCache(config=model.config), DynamicCache(config=model.config))
+    out = model.model.decoder(
+        input_ids=decoder_ids, encoder_hidden_states=memory, encoder_attention_mask=mask, cache=cache, use_cache=True
+    )
+    assert out.last_hidden_state.shape == (3, 3, 32) and cache.get_seq_length() == 3  # the cache it asks for works
+
+
+@pytest.mark.parametrize("layout", ["interleaved", "sin_then_cos"])
+def test_the_positional_encoding_layout_is_one_of_two_and_saved(layout, tmp_path):
+    config = tiny_config(positional_encoding_layout=layout)
+    config.save_pretrained(tmp_path)
+    assert VanillaConfig.from_pretrained(tmp_path).positional_encoding_layout == layout
+    with pytest.raises(ValueError, match=r"positional_encoding_layout='cos_then_sin' is not supported; choose one of"):
+        tiny_config(positional_encoding_layout="cos_then_sin")

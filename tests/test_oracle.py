@@ -64,6 +64,47 @@ def test_exported_torch_transformer_gives_our_logits_and_loss(overrides):
     assert torch.allclose(theirs.loss, ours.loss, atol=1e-6)
 
 
+def layout_free_dropout(self: torch.nn.Dropout, input: torch.Tensor) -> torch.Tensor:
+    """`nn.Dropout` with its mask drawn in the tensor's logical order. torch draws it in memory order, and PyTorch's
+    layers hand their dropout a transposed attention output where ours hand a contiguous one: the same random
+    numbers would then fall on different elements."""
+    if not self.training or self.p == 0:
+        return input
+    keep = torch.rand(input.shape, dtype=input.dtype, device=input.device) >= self.p
+    return input * keep / (1 - self.p)
+
+
+DROPOUTS = {
+    "residual-and-embedding": {"dropout": 0.3},
+    "attention-weights": {"dropout": 0.0, "attention_dropout": 0.2},
+    "feed-forward-inner": {"dropout": 0.0, "activation_dropout": 0.25},
+    "all-three": {"dropout": 0.3, "attention_dropout": 0.2, "activation_dropout": 0.25},
+}
+
+
+@pytest.mark.parametrize("attention", ["sdpa", "eager"])
+@pytest.mark.parametrize("dropouts", DROPOUTS)
+def test_dropout_in_training_mode_falls_where_the_oracles_does(dropouts, attention, monkeypatch):
+    """In training mode, under the same random numbers, the model and PyTorch's layers drop the same elements of the
+    same tensors in the same order, each with its own rate: the paper's dropout of every sub-layer's output and of
+    the embeddings (section 5.4), and `attention_dropout` and `activation_dropout`. A dropout call left out, added or
+    given another rate shifts every mask after it."""
+    monkeypatch.setattr(torch.nn.Dropout, "forward", layout_free_dropout)
+    model = tiny_model(std=0.2, attn_implementation=attention, **DROPOUTS[dropouts]).train()
+    exported = export_torch(model)
+    ids, mask = padded_batch()
+    labels = _decoder_ids(seed=8)
+    torch.manual_seed(5)
+    ours = model(input_ids=ids, attention_mask=mask, labels=labels)
+    torch.manual_seed(5)
+    theirs = exported(input_ids=ids, attention_mask=mask, labels=labels)
+    assert torch.allclose(theirs.logits, ours.logits, atol=1e-5)
+    assert torch.allclose(theirs.loss, ours.loss, atol=1e-6)
+    with torch.no_grad():
+        evaluated = model.eval()(input_ids=ids, attention_mask=mask, labels=labels)
+    assert (evaluated.logits - ours.logits).abs().max() > 0.05  # dropout did act
+
+
 def test_export_keeps_the_models_mode_and_dtype():
     model = tiny_model().train().to(torch.float64)
     exported = export_torch(model)

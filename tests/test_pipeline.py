@@ -167,6 +167,22 @@ def test_output_length_defaults_to_input_length_plus_50(pipe, translator, monkey
     assert [length for _, length in spy.shapes] == [1 + source_length + 50, 1 + 7]  # 1: the start token
 
 
+def test_in_a_batch_the_output_length_follows_the_longest_input(pipe, translator, monkeypatch):
+    """Inputs the model never ends translate up to the limit: in one batch, the longest input's length + 50 for
+    every row; alone, each its own."""
+    model, tokenizer = translator
+    spy = GenerateSpy(model, monkeypatch)
+    short, long = UNKNOWN, " ".join([UNKNOWN] * 2)
+    lengths = [len(tokenizer(text)["input_ids"]) for text in (short, long)]
+    assert lengths[0] < lengths[1] <= MAX_LENGTH  # not truncated
+    batched = pipe([short, long], batch_size=2)
+    assert spy.shapes == [(2, 1 + lengths[1] + 50)]
+    spy.shapes.clear()
+    alone = pipe([short, long], batch_size=1)
+    assert spy.shapes == [(1, 1 + lengths[0] + 50), (1, 1 + lengths[1] + 50)]
+    assert batched[1] == alone[1] and len(batched[0]["translation_text"]) > len(alone[0]["translation_text"])
+
+
 def test_empty_inputs_translate_to_empty_strings_without_the_model(pipe, translator, monkeypatch):
     model, _ = translator
     spy = GenerateSpy(model, monkeypatch)

@@ -17,7 +17,9 @@ import torch
 from huggingface_hub import ModelCard
 from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
+from vanilla_training import hub
 from vanilla_training.card import PLACEHOLDER_ID, fill_template, render_card
+from vanilla_training.cli import push
 from vanilla_training.cli.train import main
 
 from helpers import toy_run_args, write_toy_corpus
@@ -180,6 +182,16 @@ def test_the_card_says_what_ended_a_run_before_its_last_step(final, tmp_path, st
     else:
         with pytest.raises(ValueError, match=re.escape(sentence)):
             render_card(tmp_path, model_id=REPO)
+
+
+def test_an_incomplete_folder_is_refused_naming_what_it_lacks_before_any_upload(final, tmp_path, monkeypatch):
+    for path in final.iterdir():
+        if path.name not in ("tokenizer.json", "pipeline_vanilla.py"):
+            shutil.copy(path, tmp_path / path.name)
+    monkeypatch.setattr(hub, "HfApi", lambda **kwargs: pytest.fail("reached the Hub"))
+    lacks = r"is not a complete model folder: it lacks pipeline_vanilla.py, tokenizer.json$"
+    with pytest.raises(FileNotFoundError, match=lacks):
+        push.main(["--model-dir", str(tmp_path), "--repo-id", REPO])
 
 
 def test_a_run_without_validation_bleu_says_so_on_its_card(final, tmp_path):

@@ -1,7 +1,6 @@
 """Never worse by waiting: a run averages the checkpoints ending at its best evaluation, keeps them while it trains,
 and stops after `patience` evaluations without a better one; and the recipe options that choose it are checked."""
 
-import itertools
 import json
 import re
 from pathlib import Path
@@ -78,24 +77,30 @@ def test_a_run_averages_around_its_best_evaluation_and_stops_after_its_patience(
         assert torch.allclose(tensor, sum(state[name] for state in states) / 3, atol=1e-6), name
 
 
-def run_options(**options) -> list[str]:
-    return list(itertools.chain.from_iterable((f"--{k.replace('_', '-')}", str(v)) for k, v in options.items()))
-
-
 @pytest.mark.parametrize(
     ("options", "message"),
     [
-        ({"patience": 2, "selection": "last"}, "patience .* needs selection 'best'"),
-        ({"selection": "best", "save_steps": 30, "eval_steps": 500}, r"save_steps \(30\) must divide eval_steps"),
-        ({"label_smoothing": 1.5}, r"label_smoothing must lie in \[0, 1\)"),
-        ({"max_tokens": 0}, "max_tokens must be positive"),
+        ({"patience": 2, "selection": "last"}, "--patience .* needs --selection 'best'"),
+        ({"selection": "best", "save_steps": 30, "eval_steps": 500}, r"--save-steps \(30\) must divide --eval-steps"),
+        ({"label_smoothing": 1.5}, r"--label-smoothing must lie in \[0, 1\)"),
+        ({"max_tokens": 0}, "--max-tokens must be positive, got 0"),
+        ({"warmup_steps": 0}, "--warmup-steps must be positive, got 0"),  # equation 3 divides by it
         ({"selection": "first"}, "invalid choice: 'first'"),
+        ({"test_beams": 0}, "--test-beams must be at least 1, got 0"),
+        ({"test_limit": -1}, "--test-limit must be at least 1, got -1"),  # not the last sentence left out
+        ({"num_proc": 0}, "--num-proc must be at least 1, got 0"),
+        ({"tokenizer_sample": 0}, "--tokenizer-sample must be at least 1, got 0"),
+        ({"show": -2}, "--show must be at least 0, got -2"),
     ],
 )
-def test_recipes_that_cannot_run_are_refused_by_name(options, message, capsys):
+def test_recipes_that_cannot_run_are_refused_by_name_before_anything_is_written(options, message, tmp_path, capsys):
+    """Refused while reading the arguments: a run of these would fail later (warmup 0: ZeroDivisionError building
+    the schedule; --test-beams 0: after training), or silently do something else."""
+    files = write_toy_corpus(tmp_path, {"train": 20, "validation": 4})
     with pytest.raises(SystemExit):
-        parse_args(["--output-dir", "unused", *run_options(**options)])
+        main(toy_run_args(files, tmp_path / "run", **options))
     assert re.search(message, capsys.readouterr().err)
+    assert not (tmp_path / "run").exists()
 
 
 def test_help_shows_each_recipe_option_in_every_preset(capsys):

@@ -390,6 +390,32 @@ def test_resuming_the_last_checkpoint_of_a_run_that_saved_none_is_a_clear_error(
     assert not (tmp_path / "fresh").exists()
 
 
+def test_a_new_run_in_the_folder_of_an_earlier_run_with_checkpoints_is_refused(tmp_path):
+    """Its checkpoints would count as the new run's: pruned as the newest, chosen and averaged into its model."""
+    files = write_toy_corpus(tmp_path, {"train": 30, "validation": 5})
+    earlier = tmp_path / "earlier"
+    (earlier / "checkpoint-150").mkdir(parents=True)
+    with pytest.raises(FileExistsError, match=r"holds an earlier run.s checkpoints \(the last: checkpoint-150\)"):
+        main(toy_run_args(files, earlier, **EXACT, max_steps=2))
+    assert sorted(path.name for path in earlier.iterdir()) == ["checkpoint-150"]  # nothing written
+
+
+def test_num_proc_test_beams_and_tokenizer_sample_take_effect_from_the_command_line(tmp_path, monkeypatch):
+    files = write_toy_corpus(tmp_path, {"train": 60, "validation": 5, "test": 4})
+    maps = []
+    map_with = datasets.Dataset.map
+    monkeypatch.setattr(
+        datasets.Dataset, "map", lambda self, *a, **k: maps.append(k.get("num_proc")) or map_with(self, *a, **k)
+    )
+    options = {**EXACT, "max_steps": 2, "num_proc": 2, "test_beams": 2, "tokenizer_sample": 1, "show": 0}
+    results = main(toy_run_args(files, tmp_path / "run", **options))
+    assert (results["test"]["num_beams"], results["test"]["sentences"]) == (2, 4)  # not the paper's 4 beams
+    assert maps.count(2) == 2  # the train and validation splits, tokenized by two processes each
+    tokenizer = AutoTokenizer.from_pretrained(tmp_path / "run")
+    whole = [text for pair in toy_pairs(random.Random(0), 60) for text in pair]  # write_toy_corpus's train split
+    assert len(tokenizer) < len(train_joint_bpe(whole, vocab_size=120))  # 1 pair has fewer words than 60
+
+
 def test_the_command_line_reads_a_csv_file_beside_a_jsonl_file_and_a_dataset_by_name(tmp_path):
     pairs = toy_pairs(random.Random(5), 50)
     train, validation = tmp_path / "train.jsonl", tmp_path / "validation.csv"

@@ -64,10 +64,10 @@ class Recipe:
     def __post_init__(self) -> None:
         """Refuses values no run can use, naming the field."""
         positive = ("vocab_size", "max_tokens", "gradient_accumulation_steps", "max_steps", "eval_steps", "save_steps")
-        for name in (*positive, "average_last", "max_length", "lr_scale"):
-            if getattr(self, name) <= 0:
+        for name in (*positive, "warmup_steps", "average_last", "max_length", "lr_scale"):  # equation 3 divides by
+            if getattr(self, name) <= 0:  # warmup_steps
                 raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
-        for name in ("warmup_steps", "bleu_sentences", "max_train_minutes", "patience"):
+        for name in ("bleu_sentences", "max_train_minutes", "patience"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must be zero or positive, got {getattr(self, name)}")
         for name in ("label_smoothing", "dropout"):

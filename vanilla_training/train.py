@@ -241,12 +241,17 @@ def build_trainer(
 
 
 def resume_point(job: TrainingJob) -> str | None:
-    """The checkpoint to resume from (`--resume-from-checkpoint`, 'last' meaning the newest), verified intact."""
-    resume = job.resume_from_checkpoint
-    if resume == "last":
-        resume = get_last_checkpoint(job.output_dir) if Path(job.output_dir).is_dir() else None
-        if resume is None:
-            raise FileNotFoundError(f"--resume-from-checkpoint last: {job.output_dir} holds no checkpoint-<step>")
+    """The checkpoint to resume from (`--resume-from-checkpoint`, 'last' meaning the newest), verified intact. A new
+    run's folder must hold no checkpoint: an earlier run's would be pruned, chosen and averaged as the new run's."""
+    last = get_last_checkpoint(job.output_dir) if Path(job.output_dir).is_dir() else None
+    resume = last if job.resume_from_checkpoint == "last" else job.resume_from_checkpoint
+    if job.resume_from_checkpoint == "last" and resume is None:
+        raise FileNotFoundError(f"--resume-from-checkpoint last: {job.output_dir} holds no checkpoint-<step>")
+    if resume is None and last is not None:
+        raise FileExistsError(
+            f"{job.output_dir} holds an earlier run's checkpoints (the last: {Path(last).name}): resume it with "
+            "--resume-from-checkpoint last, or train in another --output-dir"
+        )
     if resume:
         checkpoints.verify_checkpoint(resume)
     return resume
@@ -289,7 +294,7 @@ def averaged_model(model: PreTrainedModel, chosen: list[str]) -> PreTrainedModel
     if not chosen:
         raise FileNotFoundError("training saved no checkpoint to take the final weights from")
     names = ", ".join(Path(c).name for c in chosen)
-    print(f"averaged {len(chosen)} checkpoints: {names}" if len(chosen) > 1 else f"the final model is {names}")
+    print(f"averaged {len(chosen)} checkpoint{'s' if len(chosen) > 1 else ''}: {names}")
     return average_checkpoints(chosen).to(model.device)
 
 
@@ -416,7 +421,8 @@ def train(job: TrainingJob, model_factory: ModelFactory = VanillaForConditionalG
     model.set_attn_implementation(default_attention)
     chosen = final_checkpoints(trainer, run)
     model = averaged_model(model, chosen)
-    model.generation_config = paper_generation_config(model.config)  # the folder decodes as the paper does
+    own = model.generation_config if job.model_name_or_path else None  # a fine-tuned model's (e.g. banned tokens)
+    model.generation_config = paper_generation_config(model.config, own)  # the folder decodes as the paper does
     model.config.use_cache = True  # the Trainer turns the cache off for training; decoding wants it
     sizes = {
         "train": len(train_set),

@@ -2,6 +2,7 @@
 similar length up to a token budget (section 5.1), the learning rate of equation 3 exactly, BLEU at each
 evaluation, and checkpoints that are either complete or absent."""
 
+import shutil
 import time
 from pathlib import Path
 
@@ -121,10 +122,14 @@ class TranslationTrainer(Seq2SeqTrainer):
     def _save_checkpoint(self, model, trial) -> None:
         """transformers' checkpoint, written under `.staging/`, checksummed, then renamed into place (see
         `checkpoints`). transformers writes a checkpoint file by file in place, and no public hook can make
-        that write atomic: a run killed while saving would leave a half-written checkpoint. The Trainer's state,
-        live and in the checkpoint's `trainer_state.json`, names the best checkpoint by its final path."""
+        that write atomic: a run killed while saving would leave a half-written checkpoint (here: under `.staging/`,
+        deleted before that step is saved again, lest its files mix with the new ones). The Trainer's state, live
+        and in the checkpoint's `trainer_state.json`, names the best checkpoint by its final path."""
         run_dir = Path(self._get_output_dir(trial))
         name = f"checkpoint-{self.state.global_step}"
+        if self.args.should_save and (run_dir / checkpoints.STAGING / name).exists():  # a killed save's remains
+            shutil.rmtree(run_dir / checkpoints.STAGING / name)
+        self.accelerator.wait_for_everyone()  # before any process writes its part
         output_dir, limit = self.args.output_dir, self.args.save_total_limit
         self.args.output_dir, self.args.save_total_limit = str(run_dir / checkpoints.STAGING), None
         try:

@@ -15,6 +15,7 @@ import argparse
 import dataclasses
 import json
 import os
+import re
 import sys
 
 from accelerate import PartialState
@@ -28,6 +29,8 @@ from ..preprocess import DataSource
 from ..train import ModelFactory, TrainingJob, train
 
 GROUPS = ("data", "model", "recipe", "precision and speed", "evaluation", "output")
+# The option of each recipe field, for error messages: max_steps -> --max-steps.
+RECIPE_OPTIONS = {field.name: f"--{field.name.replace('_', '-')}" for field in dataclasses.fields(recipe.Recipe)}
 
 
 def preset_values(name: str) -> str:
@@ -162,8 +165,12 @@ def parse_args(argv: list[str] | None = None) -> TrainingJob:
         parser.error("--train-file needs --validation-file (validation loss and BLEU are measured on it)")
     try:
         run = run_recipe(args)
-    except ValueError as error:
-        parser.error(f"--preset {args.preset} with these options: {error}")
+    except ValueError as error:  # named as the options that set them
+        message = re.sub(r"\b[a-z]+(?:_[a-z]+)*\b", lambda word: RECIPE_OPTIONS.get(word[0], word[0]), str(error))
+        parser.error(f"--preset {args.preset} with these options: {message}")
+    for name, least in (("num_proc", 1), ("tokenizer_sample", 1), ("test_beams", 1), ("test_limit", 1), ("show", 0)):
+        if getattr(args, name) is not None and getattr(args, name) < least:
+            parser.error(f"--{name.replace('_', '-')} must be at least {least}, got {getattr(args, name)}")
     precision = resolve_precision(args.precision)
     if problem := mixed_precision_problem(precision):
         parser.error(problem)
