@@ -685,3 +685,20 @@ def test_a_model_that_records_no_languages_takes_them_from_the_command_line(run,
     assert load_backend(f"{converted}:en-de", args).translator.languages == ("en", "de")
     with pytest.raises(ValueError, match="translates en-de, not en-fr"):
         load_backend(f"{run}:en-fr", args)
+
+
+def test_vanilla_translate_paragraphs_splits_lines_into_sentences_and_keeps_their_spacing(run, translator, tmp_path):
+    from vanilla_training.cli.translate import main as vanilla_translate
+
+    half = " ".join(["one"] * 550)  # a line over the model's 1,024 tokens: split at the middle space, not refused
+    sentences = ["the big red house.", "one two!", "three", half]  # the sentences, as a reader splits them
+    expected = offline(translator, sentences)
+    source = tmp_path / "in.txt"
+    source.write_text(f"the big red house.  one two!\n\n   \n\tthree\n{half} {half}\n", encoding="utf-8")
+    vanilla_translate([str(run), "--paragraphs", "--input", str(source), "--output", str(tmp_path / "out.txt")])
+    assert (tmp_path / "out.txt").read_text(encoding="utf-8") == (
+        f"{expected['the big red house.']}  {expected['one two!']}\n\n   \n\t{expected['three']}\n"
+        f"{expected[half]} {expected[half]}\n"
+    )
+    with pytest.raises(SystemExit):  # without --paragraphs the long line is refused, as before
+        vanilla_translate([str(run), "--input", str(source), "--output", str(tmp_path / "refused.txt")])

@@ -9,15 +9,34 @@ Each input line gives one output line, in the input's order; a blank line stays 
 overrides the beam size), at most input length + 50 tokens, in batches of sentences of similar length holding
 about `--max-tokens` source tokens (the batching that the test BLEU of training also uses).
 Input that cannot be translated as it is stops the command before anything is translated: a line that is not
-UTF-8, or one longer than the tokenizer's model_max_length (it is not truncated: split it).
+UTF-8, or one longer than the tokenizer's model_max_length (it is not truncated: split it, or use --paragraphs).
+
+With `--paragraphs` a line may hold several sentences (a paragraph): it is split into sentences by pysbd with the
+rules of the model's source language, a sentence longer than the model accepts is cut at the clause or word
+boundary nearest its middle, and the line's translation is its sentences' translations with the line's own
+spacing between them (a whitespace-only line stays as it is).
+
+    vanilla-translate runs/demo --paragraphs --input chapter.en --output chapter.de
 """
 
 import argparse
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from ..translator import RESULTS, LanguageMismatchError, load_translator, model_folder, recorded_languages
 from .common import add_model_arguments, decoding_options, read_lines
+
+
+def paragraph_translator() -> Callable:
+    """`serving.paragraphs.translate_paragraphs` (pysbd, from the serve extra, is imported only for --paragraphs)."""
+    try:
+        from ..serving.paragraphs import translate_paragraphs
+    except ImportError as error:
+        sys.exit(
+            f"vanilla-translate: --paragraphs needs the serve extra (pip install 'vanilla-transformer[serve]'): {error}"
+        )
+    return translate_paragraphs
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -38,7 +57,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--target-lang", metavar="LANG", help="check that MODEL translates into this language, likewise"
     )
+    parser.add_argument(
+        "--paragraphs",
+        action="store_true",
+        help="a line may hold several sentences: each line is split into sentences (pysbd, with the rules of the "
+        "model's source language), a sentence longer than the model accepts is cut at a clause or word boundary, "
+        "and the translations are put back with the line's own spacing (needs the serve extra)",
+    )
     args = parser.parse_args(argv)
+    translate_paragraphs = paragraph_translator() if args.paragraphs else None  # before the model loads
     if args.input is not None and not args.input.is_file():
         parser.error(f"--input {args.input}: no such file")
     if (args.source_lang or args.target_lang) and recorded_languages(args.model) is None:
@@ -57,10 +84,20 @@ def main(argv: list[str] | None = None) -> None:
         else:
             with args.input.open("rb") as file:
                 lines = read_lines(file, name)
-        translator.check_lengths(lines, name)
+        if not args.paragraphs:
+            translator.check_lengths(lines, name)
     except ValueError as error:
         parser.error(str(error))
-    translations = translator.translate(lines, progress=args.input is not None, **decoding_options(args))
+    options = {"progress": args.input is not None, **decoding_options(args)}
+    if translate_paragraphs is not None:
+        translations = translate_paragraphs(
+            lines,
+            translator.languages[0] if translator.languages else "en",
+            lambda sentences: translator.translate(sentences, **options),
+            fits=lambda sentence: translator.token_counts([sentence])[0] <= translator.max_length,
+        )
+    else:
+        translations = translator.translate(lines, **options)
     text = "".join(translation + "\n" for translation in translations).encode("utf-8")
     if args.output is None:
         sys.stdout.buffer.write(text)

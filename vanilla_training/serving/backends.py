@@ -14,6 +14,7 @@ import torch
 
 from modeling_vanilla import EXTRA_OUTPUT_LENGTH
 
+from ..precision import resolve_precision
 from ..translator import Translator
 
 BACKENDS = ("torch", "ctranslate2")
@@ -30,15 +31,6 @@ class Backend(Protocol):
     def translate(self, sentences: list[str], hypotheses: int = 1) -> list[list[str]]:
         """The `hypotheses` best translations of each sentence, best first."""
         ...
-
-
-def resolve_precision(precision: str) -> str:
-    """`auto` made concrete as training makes it: bf16 where the GPU or the CPU computes it natively, else fp32."""
-    try:
-        from ..precision import resolve_precision as resolve
-    except ImportError:  # until precision.py moves out of train.py (imported here: train.py loads slowly)
-        from ..train import resolve_precision as resolve
-    return resolve(precision)
 
 
 def beam_size(translator: Translator, hypotheses: int, beams: int | None) -> int:
