@@ -15,7 +15,7 @@ from ..corpus import SPLITS, VERSION_CHOICES, build_corpus, list_pairs, parse_pa
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
-        prog="python -m vanilla_training.cli.corpus",
+        prog="vanilla-corpus",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
