@@ -21,6 +21,7 @@ from vanilla_training import hub
 from vanilla_training.card import PLACEHOLDER_ID, fill_template, render_card
 from vanilla_training.cli import push
 from vanilla_training.cli.train import main
+from vanilla_training.hub import ENDPOINT_FILES
 
 from helpers import toy_run_args, write_toy_corpus
 from hub_server import FakeHub
@@ -287,7 +288,8 @@ def test_push_to_the_hub_and_load_the_pipeline_from_the_repo_id(final, tmp_path)
     assert pushed_card == render_card(final, model_id=REPO)
     assert "Local card" not in pushed_card and PLACEHOLDER_ID not in pushed_card
     for name in PUSHED[1:]:
-        assert repo_files[name] == (final / name).read_bytes(), name
+        assert repo_files[name] == ENDPOINT_FILES.get(name) or repo_files[name] == (final / name).read_bytes(), name
+    assert repo_files["handler.py"] == (ROOT / "vanilla_training" / "serving" / "handler.py").read_bytes()
     assert ("POST", "/api/repos/create", 200) in [(r["method"], r["path"], r["status"]) for r in push_log]
     assert private is True
     assert pushed.stdout.strip() == f"{endpoint}/{REPO}/commit/{sha}"
@@ -300,8 +302,9 @@ def test_push_to_the_hub_and_load_the_pipeline_from_the_repo_id(final, tmp_path)
     # the load resolved main to the pushed commit, then read each file it needs through the resolve route at it;
     # it missed only files that the repo does not have (optional tokenizer and processor files)
     reads = [(r["method"], r["path"]) for r in load_log if r["status"] == 200]
-    for name in PUSHED[1:-1]:  # all but README.md and training_results.json
-        assert ("GET", f"/{REPO}/resolve/{sha}/{name}") in reads, name
+    for name in PUSHED[1:-1]:  # all but README.md and training_results.json, and the endpoint's files
+        if name not in ENDPOINT_FILES:
+            assert ("GET", f"/{REPO}/resolve/{sha}/{name}") in reads, name
     for request in load_log:
         missed = request["status"] == 404 and request["path"].rsplit("/", 1)[-1] not in repo_files
         assert request["status"] == 200 or missed, request
