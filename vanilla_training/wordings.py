@@ -84,12 +84,14 @@ def rounded_wording_scores(scores: dict) -> dict:
 
 
 def print_wording_scores(rounded: dict) -> None:
-    """Print :func:`rounded_wording_scores`: the multi-reference line, then one line per source wording."""
+    """Print :func:`rounded_wording_scores`: the multi-reference line (where the target has several free versions),
+    then one line per source wording."""
     multi = rounded["multi_reference"]
     names = ", ".join(f"{VERSIONS[bb].name} {VERSIONS[bb].year}" for bb in multi["references"])
     count = len(multi["references"])
-    print(f"test BLEU {multi['bleu']:.2f}, chrF {multi['chrf']:.2f} against {count} references ({names})")
-    print(f"  BLEU {multi['signature']}\n  chrF {multi['chrf_signature']}")
+    if count > 1:  # with one free target version this is the headline itself
+        print(f"test BLEU {multi['bleu']:.2f}, chrF {multi['chrf']:.2f} against {count} references ({names})")
+        print(f"  BLEU {multi['signature']}\n  chrF {multi['chrf_signature']}")
     for entry in rounded["sources"].values():
         scores = f"BLEU {entry['bleu']:.2f}, chrF {entry['chrf']:.2f}"
         print(f"  source worded as the {entry['name']}: {scores} ({entry['verses']:,} verses)")
