@@ -125,6 +125,8 @@ COMMANDS = [
     "vanilla-show-positional-encoding",
     "vanilla-convert-marian",
     "vanilla-export-ct2",
+    "vanilla-serve",
+    "vanilla-corpus",
 ]
 
 # Each console script's entry point called as its script calls it, with `--help`: its exit status and usage line.
