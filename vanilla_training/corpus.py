@@ -164,7 +164,7 @@ def parse_pair(pair: str) -> tuple[str, str]:
         if code not in LANGUAGE_NAMES:
             raise ValueError(
                 f"unknown language {code!r} in pair {pair!r}; the corpus has: {', '.join(languages())} "
-                "(`python -m vanilla_training.cli.corpus --list-pairs` lists them)"
+                "(`vanilla-corpus --list-pairs` lists them)"
             )
     source, target = parts
     if source == target:

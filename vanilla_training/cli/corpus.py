@@ -1,8 +1,8 @@
 """Build the built-in parallel corpus of a language pair, or list the corpus's languages and versions.
 
-python -m vanilla_training.cli.corpus --pair de-en                 # one version a side
-python -m vanilla_training.cli.corpus --pair en-fr --versions all  # every free version of each side in train
-python -m vanilla_training.cli.corpus --list-pairs
+vanilla-corpus --pair de-en                 # one version a side
+vanilla-corpus --pair en-fr --versions all  # every free version of each side in train
+vanilla-corpus --list-pairs
 """
 
 import argparse

@@ -50,7 +50,7 @@ def build_parser() -> argparse.ArgumentParser:
         default="en-de",
         type=pair_argument,
         help="built-in corpus: SRC-TGT, two of its free languages in either direction (default: en-de; "
-        "`python -m vanilla_training.cli.corpus --list-pairs` lists them)",
+        "`vanilla-corpus --list-pairs` lists them)",
     )
     data.add_argument(
         "--versions",
