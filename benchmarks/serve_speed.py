@@ -3,12 +3,15 @@ job of the same backend (vanilla-translate's batching: the ceiling that batching
 
 For each system (torch fp32 and bf16, CTranslate2 float32 and int8), the script starts `vanilla-serve MODEL` with
 that backend in a process of its own on a free port of 127.0.0.1 (no cache: `--cache-size 0`), and for each client
-count runs that many client threads, each posting one sentence per request to POST /translate, one request after
-the other, until every sentence has been sent once. Reported: sentences per second (all sentences / wall time) and
-the median (p50) and 95th percentile (p95) of request latency. Beside them the offline job: the same backend, in
-this process, translating all the sentences in batches of similar length within `--max-tokens` source tokens.
-Ratios printed: server at the most clients / offline (the target: at least 0.8), server at the most clients / one
-client (at least 4), and CTranslate2 int8 / torch bf16 at the most clients (at least 2).
+count runs that many client threads, each posting `--per-request` consecutive sentences as one paragraph per
+request to POST /translate (1: one sentence a request), one request after the other, until every sentence has
+been sent once. Reported: sentences per second (all sentences / wall time) and the median (p50) and 95th
+percentile (p95) of request latency. Beside them the offline job: the same backend, in this process, translating
+all the sentences in batches of similar length within `--max-tokens` source tokens; and the same job cut first
+into groups of as many sentences as the most clients have in flight (clients x per-request), each group batched
+alone: the most that batching across those requests can give, since no batch can hold more.
+Ratios printed: server at the most clients / offline (the target: at least 0.8) and / offline in groups, server at
+the most clients / one client (at least 4), and CTranslate2 int8 / torch bf16 at the most clients (at least 2).
 
 Sentences: the English side of the built-in corpus's test split (`--pair`, built on first use), or `--sentences
 FILE` (a JSONL file of the corpus layout, or plain text, one sentence a line), first split into sentences as the
@@ -93,9 +96,9 @@ def start_server(model: str, system: str, cache: Path, log: Path) -> tuple[subpr
     raise TimeoutError(f"vanilla-serve did not start: {log.read_text()}")
 
 
-def post(url: str, sentence: str, source: str, target: str) -> float:
-    """Seconds to translate one sentence through POST /translate."""
-    body = json.dumps({"q": sentence, "source": source, "target": target}).encode()
+def post(url: str, text: str, source: str, target: str) -> float:
+    """Seconds to translate `text` through POST /translate."""
+    body = json.dumps({"q": text, "source": source, "target": target}).encode()
     started = time.perf_counter()
     call = urllib.request.Request(url + "/translate", data=body, headers={"Content-Type": "application/json"})
     with urllib.request.urlopen(call, timeout=600) as response:
@@ -103,12 +106,14 @@ def post(url: str, sentence: str, source: str, target: str) -> float:
     return time.perf_counter() - started
 
 
-def measure_server(url: str, sentences: list[str], clients: int, source: str, target: str) -> dict:
-    """Sentences per second and latency percentiles with `clients` threads sharing the sentences."""
-    shares = [sentences[i::clients] for i in range(clients)]
+def measure_server(url: str, sentences: list[str], per_request: int, clients: int, source: str, target: str) -> dict:
+    """Sentences per second and latency percentiles with `clients` threads sharing the requests (each
+    `per_request` consecutive sentences joined by a space)."""
+    requests = [" ".join(sentences[i : i + per_request]) for i in range(0, len(sentences), per_request)]
+    shares = [requests[i::clients] for i in range(clients)]
 
     def client(share: list[str]) -> list[float]:
-        return [post(url, sentence, source, target) for sentence in share]
+        return [post(url, text, source, target) for text in share]
 
     started = time.perf_counter()
     with ThreadPoolExecutor(clients) as pool:
@@ -121,18 +126,29 @@ def measure_server(url: str, sentences: list[str], clients: int, source: str, ta
     }
 
 
-def measure_offline(model: str, system: str, sentences: list[str], max_tokens: int, cache: Path) -> dict:
-    """Sentences per second of the same backend translating all the sentences as one batch job."""
+def measure_offline(
+    model: str, system: str, sentences: list[str], max_tokens: int, group: int, cache: Path
+) -> dict[str, float]:
+    """Sentences per second of the same backend translating all the sentences as one batch job ("offline"), and
+    in groups of `group` consecutive sentences, each group batched alone ("offline_in_groups")."""
     backend_name, kind = SYSTEMS[system]
     translator = load_translator(model)
     backend = TorchBackend(translator, kind) if backend_name == "torch" else CTranslate2Backend(translator, kind, cache)
     lengths = np.array(translator.token_counts(sentences))
-    batches = [list(batch) for batch in TokenBudgetBatchSampler(lengths, max_tokens, shuffle=False)]
+
+    def batches(start: int, end: int) -> list[list[int]]:
+        sampler = TokenBudgetBatchSampler(lengths[start:end], max_tokens, shuffle=False)
+        return [[start + i for i in batch] for batch in sampler]
+
     backend.translate(sentences[:4])  # warm-up
-    started = time.perf_counter()
-    for batch in batches:
-        backend.translate([sentences[i] for i in batch])
-    return {"sentences_per_second": len(sentences) / (time.perf_counter() - started)}
+    speeds = {}
+    for name, step in (("offline", len(sentences)), ("offline_in_groups", group)):
+        started = time.perf_counter()
+        for start in range(0, len(sentences), step):
+            for batch in batches(start, start + step):
+                backend.translate([sentences[i] for i in batch])
+        speeds[name] = len(sentences) / (time.perf_counter() - started)
+    return speeds
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -141,12 +157,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--pair", default="en-de", help="language pair (default: en-de)")
     parser.add_argument("--sentences", type=Path, help="JSONL or text file (default: the built-in test verses)")
     parser.add_argument("--limit", type=int, default=1000, help="at most this many sentences (default: 1000)")
+    parser.add_argument("--per-request", type=int, default=1, help="sentences per request (default: 1)")
     parser.add_argument("--clients", default="1,8,32", help="concurrent client counts (default: 1,8,32)")
     parser.add_argument("--systems", default=",".join(SYSTEMS), help=f"of {', '.join(SYSTEMS)} (default: all)")
     parser.add_argument("--max-tokens", type=int, default=4096, help="offline batch budget (default: 4096)")
     parser.add_argument("--json", type=Path, help="also write the results here")
     args = parser.parse_args(argv)
     args.clients = [int(count) for count in args.clients.split(",")]
+    if args.per_request < 1 or min(args.clients) < 1:
+        parser.error("--per-request and --clients must be at least 1")
     args.systems = args.systems.split(",")
     unknown = set(args.systems) - set(SYSTEMS)
     if unknown:
@@ -159,39 +178,44 @@ def main(argv: list[str] | None = None) -> dict:
     source, target = args.pair.split("-")
     sentences = read_sentences(args)
     results: dict[str, dict] = {}
+    most, fewest = max(args.clients), min(args.clients)
     with tempfile.TemporaryDirectory(prefix="serve-speed-") as folder:
         cache = Path(folder) / "ct2"
         for system in args.systems:
-            results[system] = {"offline": measure_offline(args.model, system, sentences, args.max_tokens, cache)}
+            group = most * args.per_request
+            results[system] = measure_offline(args.model, system, sentences, args.max_tokens, group, cache)
             process, url = start_server(args.model, system, cache, Path(folder) / f"{system}.log")
             try:
                 post(url, sentences[0], source, target)  # warm-up
                 for clients in args.clients:
-                    results[system][clients] = measure_server(url, sentences, clients, source, target)
+                    results[system][clients] = measure_server(url, sentences, args.per_request, clients, source, target)
             finally:
                 process.terminate()
                 process.wait(timeout=120)
-    most, fewest = max(args.clients), min(args.clients)
-    print(f"{len(sentences)} sentences ({args.pair}), model {args.model}")
-    print("| system | offline sent/s | " + " | ".join(f"{c} clients: sent/s, p50, p95" for c in args.clients) + " |")
-    print("|---" * (2 + len(args.clients)) + "|")
+    print(f"{len(sentences)} sentences ({args.pair}), {args.per_request} a request, model {args.model}")
+    header = f"| system | offline sent/s | offline in groups of {most * args.per_request} | "
+    print(header + " | ".join(f"{c} clients: sent/s, p50, p95" for c in args.clients) + " |")
+    print("|---" * (3 + len(args.clients)) + "|")
     for system, result in results.items():
         cells = [
             f"{r['sentences_per_second']:.1f}, {r['p50'] * 1000:.0f} ms, {r['p95'] * 1000:.0f} ms"
             for r in (result[c] for c in args.clients)
         ]
-        print(f"| {system} | {result['offline']['sentences_per_second']:.1f} | " + " | ".join(cells) + " |")
+        offline = f"| {system} | {result['offline']:.1f} | {result['offline_in_groups']:.1f} | "
+        print(offline + " | ".join(cells) + " |")
     for system, result in results.items():
         at_most = result[most]["sentences_per_second"]
         print(
-            f"{system}: {most} clients / offline {at_most / result['offline']['sentences_per_second']:.2f}x, "
+            f"{system}: {most} clients / offline {at_most / result['offline']:.2f}x, "
+            f"/ offline in groups {at_most / result['offline_in_groups']:.2f}x, "
             f"{most} clients / {fewest} client(s) {at_most / result[fewest]['sentences_per_second']:.2f}x"
         )
     if {"ct2-int8", "torch-bf16"} <= results.keys():
         ratio = results["ct2-int8"][most]["sentences_per_second"] / results["torch-bf16"][most]["sentences_per_second"]
         print(f"ct2-int8 / torch-bf16 at {most} clients: {ratio:.2f}x")
     if args.json is not None:
-        args.json.write_text(json.dumps({"sentences": len(sentences), "results": results}, indent=2))
+        summary = {"sentences": len(sentences), "per_request": args.per_request, "results": results}
+        args.json.write_text(json.dumps(summary, indent=2))
     return results
 
 

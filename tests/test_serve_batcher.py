@@ -62,6 +62,28 @@ def test_concurrent_requests_share_batches_and_get_their_own_answers_in_order():
         assert len(batch) > 1 or word_counts(batch)[0] <= 60
 
 
+def test_clients_answered_by_a_batch_join_the_next_one_rather_than_taking_turns():
+    """16 clients starting 10 ms apart, each sending its next sentence a few milliseconds after its answer: the
+    late starters queue while the first batch is translated, and yet the batches soon hold all 16. (With the window
+    opened by the first waiting sentence rather than by the model becoming free, the next batch starts at once with
+    those already waiting, and the clients take turns in two groups for ever.)"""
+    model = StandIn(delay=0.1)
+
+    async def client(batcher, number):
+        await asyncio.sleep(0.01 * number)
+        for turn in range(8):
+            await batcher.translate([f"client {number} turn {turn}"])
+            await asyncio.sleep(0.002 * (number % 4))  # the answer's way back and the next request's way in
+
+    async def clients(batcher):
+        await asyncio.gather(*(client(batcher, number) for number in range(16)))
+
+    run(clients, model, wait_ms=20, cache_size=0)
+    sizes = [len(batch) for batch, _ in model.batches]
+    assert sum(sizes) == 16 * 8
+    assert sizes[-4:] == [16] * 4, sizes
+
+
 def test_hypotheses_are_batched_apart_and_given_best_first():
     model = StandIn()
 

@@ -239,8 +239,12 @@ async def read_fields(request: Request, limit: int) -> tuple[dict[str, Any], boo
     return fields, False
 
 
-def create_app(backends: list[Backend], settings: Settings | None = None) -> FastAPI:
-    """The FastAPI app serving `backends` (one per language pair)."""
+def create_app(
+    backends: list[Backend], settings: Settings | None = None, model_thread: ThreadPoolExecutor | None = None
+) -> FastAPI:
+    """The FastAPI app serving `backends` (one per language pair), translating on `model_thread` (a one-worker
+    executor; the app's own if None): see `cli.serve.main` for why the thread that loaded the models should run
+    them."""
     settings = settings or Settings()
     pairs: dict[tuple[str, str], Pair] = {}
     for backend in backends:
@@ -257,7 +261,7 @@ def create_app(backends: list[Backend], settings: Settings | None = None) -> Fas
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI):
-        executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="translate")
+        executor = model_thread or ThreadPoolExecutor(max_workers=1, thread_name_prefix="model")
         for (source, target), pair in pairs.items():
             pair.batcher = Batcher(
                 pair.backend.translate,
@@ -274,7 +278,8 @@ def create_app(backends: list[Backend], settings: Settings | None = None) -> Fas
         yield
         for pair in pairs.values():
             await pair.batcher.close()
-        executor.shutdown()
+        if model_thread is None:
+            executor.shutdown()
 
     app = FastAPI(
         title="vanilla-serve",

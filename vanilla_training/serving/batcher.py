@@ -1,7 +1,8 @@
 """Batching across requests: the sentences of concurrent requests are gathered for a few milliseconds, cut into
 batches of similar lengths within a token budget, translated together and handed back to their own requests.
 
-The queue is bounded (in sentences): a request that would overfill it is refused at once (`QueueFull`) rather than
+A batch is gathered from when the model is free until no sentence has come for a few milliseconds. The queue is
+bounded (in sentences): a request that would overfill it is refused at once (`QueueFull`) rather than
 left to wait. Answers are kept in an LRU cache, so that a repeated sentence costs no model call. The model runs in
 one worker thread, so that the event loop keeps answering while a batch is translated; a request whose client has
 gone is dropped from the queue before its batch is formed.
@@ -16,6 +17,7 @@ from concurrent.futures import Executor
 
 from .metrics import Metrics
 
+GATHER_LIMIT = 10  # the longest gathering, in batch waits
 TranslateBatch = Callable[[list[str], int], list[list[str]]]  # sentences, hypotheses -> n best of each
 
 
@@ -70,8 +72,8 @@ class LRUCache:
 
 class Batcher:
     """Gathers the sentences given to `translate` by concurrent requests into batches for `translate_batch`
-    (run in `executor`): the first sentence waits at most `wait_ms` for others, or less once `max_tokens` are
-    waiting; at most `max_queue` sentences wait or are being translated at any time."""
+    (run in `executor`): a batch starts once no sentence has come for `wait_ms` (see `_work`), or once `max_tokens`
+    are waiting; at most `max_queue` sentences wait or are being translated at any time."""
 
     def __init__(
         self,
@@ -150,16 +152,23 @@ class Batcher:
         self.metrics.queued.labels(self.name).set(self.outstanding)
 
     async def _work(self) -> None:
-        """Forever: wait for a sentence, gather others for up to `wait`, translate what came, batch by batch."""
+        """Forever: once the model is free and a sentence waits, gather others until none has come for `wait`
+        (at most `GATHER_LIMIT` times `wait`, or until `max_tokens` wait), then translate them batch by batch.
+        The window opens when the model is free, not when the first sentence came: the clients answered by the
+        last batch are back in time to join the next one, rather than waiting a whole batch behind it."""
         while True:
             await self.arrived.wait()
-            deadline = self.pending[0].queued_at + self.wait
-            while time.monotonic() < deadline and sum(job.tokens for job in self.pending) < self.max_tokens:
+            opened = last = time.monotonic()
+            while sum(job.tokens for job in self.pending) < self.max_tokens:
+                remaining = min(last + self.wait, opened + GATHER_LIMIT * self.wait) - time.monotonic()
+                if remaining <= 0:
+                    break
                 self.arrived.clear()
                 try:
-                    await asyncio.wait_for(self.arrived.wait(), deadline - time.monotonic())
+                    await asyncio.wait_for(self.arrived.wait(), remaining)
                 except asyncio.TimeoutError:
                     break
+                last = time.monotonic()
             jobs, self.pending = self.pending, []
             self.arrived.clear()
             by_hypotheses = collections.defaultdict(list)
