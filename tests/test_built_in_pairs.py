@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+import yaml
 from test_corpus import script_db  # noqa: F401  (a fixture)
 
 from vanilla_training.cli import train as train_cli
@@ -45,3 +46,11 @@ def test_a_run_on_a_built_in_reverse_pair(tmp_path: Path, script_db: Path, monke
     card = (tmp_path / "run" / "final" / "README.md").read_text()
     assert "language:\n- fr\n- en\n" in card and "Bible fr-en (one version a side)" in card
     assert "Louis Segond 1910 (public domain)" in card and "--pair fr-en --versions one" in card
+    darby, multi = test["sources"]["5"], test["multi_reference"]
+    assert f"| Darby 1885 (5) | {darby['verses']:,} | {darby['bleu']:.2f} | {darby['chrf']:.2f} |" in card
+    assert "Against all 3 free versions of the target at once" in card and f"BLEU {multi['bleu']:.2f}" in card
+    metrics = yaml.safe_load(card.split("---\n")[1])["model-index"][0]["results"][0]["metrics"]
+    named = {metric["name"]: metric for metric in metrics}
+    assert named["test chrF, source worded as Darby 1885 (5)"]["value"] == darby["chrf"]
+    assert named["test BLEU, 3 references"]["args"]["signature"] == multi["signature"]
+    assert len(metrics) == 2 + 2 * 2 + 2  # the headline, each source wording, all references

@@ -203,6 +203,55 @@ def training_values(results: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def further_scores(results: dict[str, Any]) -> dict[str, str]:
+    """The card's scores beside the headline, where the built-in corpus gives them: the test set with the source
+    worded by each free version of the source language, and against every free version of the target at once.
+    `further_metrics` goes into the model-index (YAML lines), `further_scores` into the evaluation section."""
+    test = results.get("test", {})
+    sources = test.get("sources", {})
+    multi = test.get("multi_reference", {})
+    entries, lines = [], []
+    if len(sources) > 1:
+        lines += [
+            "The same test verses with the source worded by each free version (the references unchanged):",
+            "",
+            "| source wording | verses | BLEU | chrF |",
+            "|---|---:|---:|---:|",
+        ]
+        for name, score in sources.items():
+            wording = f"{score['name']} ({name})"
+            lines.append(f"| {wording} | {score['verses']:,} | {score['bleu']:.2f} | {score['chrf']:.2f} |")
+            entries.append((f"test BLEU, source worded as {wording}", "bleu", score["bleu"], score["signature"]))
+            entries.append((f"test chrF, source worded as {wording}", "chrf", score["chrf"], score["chrf_signature"]))
+        lines.append("")
+    if len(multi.get("references", [])) > 1:
+        references = ", ".join(built_in_version(name) for name in multi["references"])
+        count = len(multi["references"])
+        lines.append(
+            f"Against all {count} free versions of the target at once ({references}): BLEU {multi['bleu']:.2f} "
+            f"(`{multi['signature']}`), chrF {multi['chrf']:.2f} (`{multi['chrf_signature']}`)."
+        )
+        lines.append("")
+        entries.append((f"test BLEU, {count} references", "bleu", multi["bleu"], multi["signature"]))
+        entries.append((f"test chrF, {count} references", "chrf", multi["chrf"], multi["chrf_signature"]))
+    metrics = []
+    for name, kind, value, signature in entries:
+        if any(char in name + signature for char in '"\\\n'):
+            raise ValueError(f"{name!r} cannot be written between double quotes in the model card")
+        metrics += [
+            f"    - type: {kind}",
+            f"      value: {value}",
+            f'      name: "{name}"',
+            "      args:",
+            f'        signature: "{signature}"',
+            "      verified: false",
+        ]
+    return {
+        "further_metrics": "".join(line + "\n" for line in metrics),
+        "further_scores": "".join(line + "\n" for line in lines),
+    }
+
+
 def model_values(results: dict[str, Any], config: dict[str, Any], tokenizer_config: dict[str, Any]) -> dict[str, Any]:
     """The card's values about the model's size, from config.json, tokenizer_config.json and the results."""
     model = partial(required_value, config, where="config.json")
@@ -262,6 +311,7 @@ def card_values(
         "example_source": repr(examples[0]["source"]),
         **model_values(results, config, tokenizer_config),
         **training_values(results),
+        **further_scores(results),
     }
     if dataset_id and any(char in dataset_id for char in '"\\\n'):
         raise ValueError(f"dataset {dataset_id!r} cannot be written between double quotes in the model card")
