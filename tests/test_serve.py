@@ -163,7 +163,11 @@ def test_languages_health_docs_and_openapi(server):
         {"code": "en", "name": "English", "targets": ["de"]},
     ]
     assert request(server.url + "/health")[2] == {"status": "ok"}
-    assert "swagger" in request(server.url + "/docs")[2].lower()
+    page = request(server.url + "/docs")[2]
+    assert "swagger" in page.lower() and "http" not in page  # nothing from a CDN: the assets are served here
+    for asset in re.findall(r"(?:src|href)=['\"](/[^'\"]+)", page):
+        status, headers, _ = request(server.url + asset)
+        assert status == 200 and headers["content-type"].startswith(("text/css", "text/javascript", "image/")), asset
     spec = request(server.url + "/openapi.json")[2]
     body = spec["paths"]["/translate"]["post"]["requestBody"]["content"]
     assert set(body) == {"application/json", "application/x-www-form-urlencoded", "multipart/form-data"}
@@ -598,6 +602,8 @@ def test_the_web_page_translates_in_headless_chromium(server, translator):
         text.send_keys(Keys.CONTROL, Keys.ENTER)
         wait.until(lambda b: result.text == expected[LINES[1]])
         assert not browser.find_elements(By.CSS_SELECTOR, "script[src^='http'], link[href^='http']")
+        browser.get(server.url + "/docs")  # the API's page, drawn by Swagger UI from files served here
+        wait.until(lambda b: "/translate" in [e.text for e in b.find_elements(By.CLASS_NAME, "opblock-summary-path")])
     finally:
         browser.quit()
 

@@ -22,6 +22,7 @@ from fastapi import FastAPI, Request
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
+from fastapi_offline import FastAPIOffline
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import BaseModel, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -281,7 +282,8 @@ def create_app(
         if model_thread is None:
             executor.shutdown()
 
-    app = FastAPI(
+    app = FastAPIOffline(  # FastAPI, with its /docs page's scripts served from the package rather than a CDN
+        redoc_url=None,
         title="vanilla-serve",
         description="A LibreTranslate-compatible translation server for vanilla Transformer models.",
         lifespan=lifespan,
