@@ -56,3 +56,29 @@ def test_bleu_vs_marian_refuses_a_run_of_ours_with_another_recipe(tmp_path):
     assert "was trained with seed 2, this comparison uses 1" in done.stderr
     done = run_script("bleu_vs_marian.py", "--ours-run", str(tmp_path / "missing"))
     assert "not a finished vanilla-train run" in done.stderr
+
+
+def test_the_language_table_prints_a_row_per_finished_run_with_its_tokenizer_and_references(tmp_path):
+    def finish(pair: str, test: dict, steps: int, seconds: int) -> None:
+        final = tmp_path / f"demo-{pair}" / "final"
+        final.mkdir(parents=True)
+        results = {"data": {"train_pairs": 26625}, "steps": steps, "total_seconds": seconds, "test": test}
+        (final / "training_results.json").write_text(json.dumps(results))
+
+    one = {"references": ["e"], "bleu": 19.27, "chrf": 45.84}
+    finish("en-de", {"bleu": 19.27, "chrf": 45.84, "sentences": 1866, "signature": "nrefs:1|tok:13a|x",
+                     "multi_reference": one}, 3567, 716)  # fmt: skip
+    three = {"references": ["4", "k", "3"], "bleu": 30.5, "chrf": 55.25}
+    finish("de-en", {"bleu": 20.125, "chrf": 48.0, "sentences": 1866, "signature": "nrefs:1|tok:13a|y",
+                     "multi_reference": three}, 3400, 750)  # fmt: skip
+    (tmp_path / "demo-en-fr").mkdir()  # unfinished: no row
+    done = run_script("language_table.py", "--runs", str(tmp_path), "--no-train")
+    assert done.returncode == 0, done.stderr
+    rows = [line for line in done.stdout.splitlines() if line.startswith(("| en-", "| de-"))]
+    assert rows == [
+        "| en-de | Latin to Latin (the main job) | 26,625 | 1,866 | 3,567 | 12 | 19.27 (13a) | 45.84 | - |",
+        "| de-en | Latin to Latin, into English | 26,625 | 1,866 | 3,400 | 12 | 20.12 (13a) | 48.00 "
+        "| 30.50 / 55.25 (3 refs) |",
+    ]
+    refused = run_script("language_table.py", "--runs", str(tmp_path), "--no-train", "--pairs", "en-zh")
+    assert refused.returncode == 2 and "en-zh not among" in refused.stderr
