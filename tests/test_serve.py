@@ -666,22 +666,24 @@ def test_a_model_folder_without_a_model_is_refused_by_name(tmp_path, capsys):
 
 
 def test_the_serving_benchmark_runs_at_a_tiny_size(run, tmp_path, capsys):
-    """benchmarks/serve_speed.py end to end on 6 sentences, one system, 1 and 2 clients, 2 sentences a request (not
-    a measurement)."""
+    """benchmarks/serve_speed.py end to end on 6 sentences, torch and CTranslate2 (so `vanilla-serve --backend
+    ctranslate2` runs from the command line), 1 and 2 clients, 2 sentences a request (not a measurement)."""
     sentences = tmp_path / "sentences.txt"
     sentences.write_text("\n".join(LINES) + "\n", encoding="utf-8")
     script = Path(__file__).resolve().parents[1] / "benchmarks" / "serve_speed.py"
     specification = importlib.util.spec_from_file_location("serve_speed", script)
     serve_speed = importlib.util.module_from_spec(specification)
     specification.loader.exec_module(serve_speed)
-    arguments = ["--model", str(run), "--sentences", str(sentences), "--clients", "1,2", "--systems", "torch-fp32"]
+    arguments = ["--model", str(run), "--sentences", str(sentences), "--clients", "1,2"]
+    arguments += ["--systems", "torch-fp32,ct2-float32"]
     serve_speed.main([*arguments, "--per-request", "2", "--json", str(tmp_path / "speed.json")])
     printed = capsys.readouterr().out
     assert "torch-fp32: 2 clients / offline" in printed and "2 clients / 1 client(s)" in printed
-    assert "offline in groups of 4" in printed
+    assert "offline in groups of 4" in printed and "ct2-float32: 2 clients / offline" in printed
     results = json.loads((tmp_path / "speed.json").read_text())
     assert results["sentences"] == len(LINES) and results["per_request"] == 2
-    assert set(results["results"]["torch-fp32"]) == {"offline", "offline_in_groups", "1", "2"}
+    for system in ("torch-fp32", "ct2-float32"):
+        assert set(results["results"][system]) == {"offline", "offline_in_groups", "1", "2"}
 
 
 def test_a_model_that_records_no_languages_takes_them_from_the_command_line(run, tmp_path):
