@@ -76,8 +76,8 @@ def test_the_language_table_prints_a_row_per_finished_run_with_its_tokenizer_and
     assert done.returncode == 0, done.stderr
     rows = [line for line in done.stdout.splitlines() if line.startswith(("| en-", "| de-"))]
     assert rows == [
-        "| en-de | Latin to Latin (the main job) | 26,625 | 1,866 | 3,567 | 12 | 19.27 (13a) | 45.84 | - |",
-        "| de-en | Latin to Latin, into English | 26,625 | 1,866 | 3,400 | 12 | 20.12 (13a) | 48.00 "
+        "| en-de | Latin to Latin (the main job) | - | 26,625 | 1,866 | 3,567 | 12 | 19.27 (13a) | 45.84 | - |",
+        "| de-en | Latin to Latin, into English | - | 26,625 | 1,866 | 3,400 | 12 | 20.12 (13a) | 48.00 "
         "| 30.50 / 55.25 (3 refs) |",
     ]
     refused = run_script("language_table.py", "--runs", str(tmp_path), "--no-train", "--pairs", "en-zh")
