@@ -83,10 +83,10 @@ class VanillaConfig(PreTrainedConfig):
     code takes longer sequences too (the table grows, with the formula's values); a compiled forward raises past it.
 
     `tie_word_embeddings=False` gives the output projection a matrix of its own; the encoder and decoder still share
-    one embedding matrix (the paper's shared vocabulary). `positional_encoding_layout` and the "swish" activation
-    exist only to represent Marian (OPUS-MT) checkpoints exactly (`modeling_vanilla.convert_marian`, which also sets
-    Marian's token ids, the decoder starting from pad); `add_final_logits_bias` represents them too, and masks the
-    tokens no training target uses in models trained here. Their defaults, like every default here, are the paper's.
+    one embedding matrix (the paper's shared vocabulary). `positional_encoding_layout`, `add_final_logits_bias` and
+    the "swish" activation exist only to represent Marian (OPUS-MT) checkpoints exactly
+    (`modeling_vanilla.convert_marian`, which also sets Marian's token ids, the decoder starting from pad); their
+    defaults, like every default here, are the paper's.
 
     `init_std` chooses the initialisation, which the paper leaves open: None (the default) initialises as the
     reference implementations of the paper's models do (tensor2tensor, fairseq); a float draws every embedding and

@@ -40,12 +40,8 @@ Fidelity notes: every place where this code differs from the paper, or decides w
   checkpoints (`convert_marian.py`); the default is the paper's "relu".
 - Marian option `positional_encoding_layout="sin_then_cos"` (all sines, then all cosines: the paper's values with
   permuted dimensions) exists only to represent Marian checkpoints; the default is the paper's "interleaved".
-- `add_final_logits_bias=True` adds a fixed `(1, vocab_size)` bias to the logits; the default, False, is the paper's
-  (no bias). It represents Marian checkpoints, and the models `vanilla-train` trains from scratch use it as a mask:
-  -inf on every token the target side of the training data never uses, 0 elsewhere. The paper's pairs (English with
-  German or French) share a script; where a source language has tokens of its own (Arabic, Korean, ...), the tied
-  output projection's softmax would push all of them along one direction at every step, until the encoder's inputs
-  are one vector. Such tokens are never predicted, and the training loss is taken over the other tokens.
+- Marian option `add_final_logits_bias=True` (a learned `(1, vocab_size)` bias added to the logits) exists only to
+  represent Marian checkpoints; the default, False, is the paper's (no bias).
 """
 
 import copy
@@ -719,8 +715,8 @@ class VanillaForConditionalGeneration(VanillaPreTrainedModel, GenerationMixin):
     generation config says otherwise; `paper_generation_config` is the paper's setup (section 6.1), which the
     models this project saves carry.
 
-    With `config.add_final_logits_bias`, a `(1, vocab_size)` buffer `final_logits_bias` is added to the logits, as in
-    Marian (see the fidelity notes for the other use)."""
+    With `config.add_final_logits_bias` (Marian checkpoints only), a `(1, vocab_size)` buffer `final_logits_bias` is
+    added to the logits, as in Marian."""
 
     _tied_weights_keys = {"lm_head.weight": "model.shared.weight"}
 

@@ -15,7 +15,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 import datasets
-import numpy as np
 import torch
 from accelerate import PartialState
 from transformers import (
@@ -42,13 +41,7 @@ from .evaluation import corpus_bleu, corpus_chrf, translate
 from .plot import plot_training
 from .precision import precision_reason, training_attention
 from .preprocess import DataSource
-from .trainer import (
-    PatienceCallback,
-    TargetVocabularySmoother,
-    TimeBudgetProgress,
-    TrainingTimeBudget,
-    TranslationTrainer,
-)
+from .trainer import PatienceCallback, TimeBudgetProgress, TrainingTimeBudget, TranslationTrainer
 from .wordings import print_wording_scores, rounded_wording_scores, wording_scores
 
 ModelFactory = Callable[[VanillaConfig], PreTrainedModel]
@@ -147,16 +140,10 @@ def prepare_data(
 
 
 def build_model(
-    job: TrainingJob,
-    config: PreTrainedConfig,
-    tokenizer: PreTrainedTokenizerBase,
-    train_set: datasets.Dataset,
-    model_factory: ModelFactory,
+    job: TrainingJob, config: PreTrainedConfig, tokenizer: PreTrainedTokenizerBase, model_factory: ModelFactory
 ) -> PreTrainedModel:
     """The model to fine-tune (`--model-name-or-path`), or a new one by `model_factory` from `config`, which takes
-    the tokenizer's vocabulary size and special ids, and a final logits bias of -inf on every token that the target
-    side of `train_set` never uses (0 elsewhere): such a token is never predicted, in training or in decoding
-    (see `TargetVocabularySmoother` for why it matters)."""
+    the tokenizer's vocabulary size and special ids."""
     if job.model_name_or_path:
         model = AutoModelForSeq2SeqLM.from_pretrained(job.model_name_or_path)
     else:
@@ -167,13 +154,10 @@ def build_model(
                 "bos_token_id": tokenizer.bos_token_id,
                 "eos_token_id": tokenizer.eos_token_id,
                 "decoder_start_token_id": tokenizer.bos_token_id,
-                "add_final_logits_bias": True,
             }
         )
         set_seed(job.seed)
         model = model_factory(config)
-        with torch.no_grad():
-            model.final_logits_bias[0].masked_fill_(~target_vocabulary(train_set, len(tokenizer)), float("-inf"))
     if len(tokenizer) != model.config.vocab_size:
         raise ValueError(
             f"the tokenizer has {len(tokenizer)} tokens but the model's vocab_size is {model.config.vocab_size}"
@@ -253,18 +237,7 @@ def build_trainer(
     )
     if budget and trainer.pop_callback(ProgressCallback):  # (absent where `disable_tqdm` holds)
         trainer.add_callback(TimeBudgetProgress(budget))
-    if not job.model_name_or_path:  # a new model: see TargetVocabularySmoother (a fine-tuned one keeps its outputs)
-        used = model.final_logits_bias[0] == 0
-        trainer.label_smoother = TargetVocabularySmoother(run.label_smoothing, used.cpu())
     return trainer
-
-
-def target_vocabulary(train_set: datasets.Dataset, vocab_size: int) -> torch.Tensor:
-    """Which tokens the target side of the training data uses, a boolean per vocabulary entry."""
-    used = torch.zeros(vocab_size, dtype=torch.bool)
-    for batch in train_set.with_format("numpy", columns=["labels"]).iter(batch_size=10_000):
-        used[np.unique(np.concatenate(batch["labels"]))] = True
-    return used
 
 
 def resume_point(job: TrainingJob) -> str | None:
@@ -428,7 +401,7 @@ def train(job: TrainingJob, model_factory: ModelFactory = VanillaForConditionalG
         print(f"precision: {job.precision} ({precision_reason(job.precision_asked, job.precision)})")
     with process.local_main_process_first():  # it builds the data caches and the tokenizer; the others read them
         splits, tokenizer, train_set, validation = prepare_data(job, config, process.is_local_main_process)
-    model = build_model(job, config, tokenizer, train_set, model_factory)
+    model = build_model(job, config, tokenizer, model_factory)
     default_attention, attention = model.config._attn_implementation, training_attention(job.precision)
     if attention is not None:
         model.set_attn_implementation(attention)

@@ -20,34 +20,6 @@ from .evaluation import corpus_bleu, translate
 from .preprocess import LENGTH, lengths
 
 
-class TargetVocabularySmoother:
-    """The label-smoothed cross-entropy of section 5.4 (transformers' `LabelSmoother`, same normalisation), with the
-    softmax and the smoothing over `allowed` tokens only: those the target side of the training data uses.
-
-    With one vocabulary and three-way tied weights (section 3.4), every step's softmax pushes each token that is
-    never a target away from the decoder's states, and the smoothing pulls it back, each by the same vector for
-    every such token: where the source side has tokens of its own (another script), their embeddings, which are
-    also the encoder's input, end up as one and the same vector, and the encoder learns nothing. Tokens outside
-    `allowed` get no such gradient here (the model's final logits bias is -inf on them: `train.build_model`)."""
-
-    def __init__(self, epsilon: float, allowed: torch.Tensor, ignore_index: int = -100):
-        self.epsilon = epsilon
-        self.allowed = allowed
-        self.ignore_index = ignore_index
-
-    def __call__(self, model_output, labels: torch.Tensor, shift_labels: bool = False, num_items_in_batch=None):
-        logits = model_output["logits"] if isinstance(model_output, dict) else model_output[0]
-        allowed = self.allowed.to(logits.device)
-        log_probs = -torch.log_softmax(logits.float().masked_fill(~allowed, float("-inf")), dim=-1)
-        labels = labels.unsqueeze(-1)
-        padding = labels.eq(self.ignore_index)
-        nll = log_probs.gather(dim=-1, index=labels.clamp(min=0)).masked_fill(padding, 0.0)
-        smoothed = log_probs[..., allowed].sum(dim=-1, keepdim=True).masked_fill(padding, 0.0)
-        count = padding.numel() - padding.sum() if num_items_in_batch is None else num_items_in_batch
-        nll, smoothed = nll.sum() / count, smoothed.sum() / (count * allowed.sum())
-        return (1 - self.epsilon) * nll + self.epsilon * smoothed
-
-
 def paper_schedule(optimizer: torch.optim.Optimizer, warmup_steps: int) -> LambdaLR:
     """Equation 3: lrate = d_model^-0.5 * min(step^-0.5, step * warmup^-1.5), for optimizer steps 1, 2, ...
 
