@@ -3,15 +3,16 @@ job of the same backend (vanilla-translate's batching: the ceiling that batching
 
 For each system (torch fp32 and bf16, CTranslate2 float32 and int8), the script starts `vanilla-serve MODEL` with
 that backend in a process of its own on a free port of 127.0.0.1 (no cache: `--cache-size 0`), and for each client
-count runs that many client threads, each posting `--per-request` consecutive sentences as one paragraph per
-request to POST /translate (1: one sentence a request), one request after the other, until every sentence has
-been sent once. Reported: sentences per second (all sentences / wall time) and the median (p50) and 95th
-percentile (p95) of request latency. Beside them the offline job: the same backend, in this process, translating
-all the sentences in batches of similar length within `--max-tokens` source tokens; and the same job cut first
-into groups of as many sentences as the most clients have in flight (clients x per-request), each group batched
-alone: the most that batching across those requests can give, since no batch can hold more.
-Ratios printed: server at the most clients / offline (the target: at least 0.8) and / offline in groups, server at
-the most clients / one client (at least 4), and CTranslate2 int8 / torch bf16 at the most clients (at least 2).
+count runs that many client threads, each posting `--per-request` consecutive sentences as one paragraph per request
+to POST /translate (1: one sentence a request), one request after the other, until every sentence has been sent
+once. Reported: sentences per second (all sentences / wall time), the median (p50) and 95th percentile (p95) of
+request latency and the server's mean batch in sentences (from its /metrics). Beside them the offline job: the same
+backend, in this process, translating all the sentences in batches of similar length within `--max-tokens` source
+tokens; and the same job cut first into groups of as many sentences as the most clients have in flight (clients x
+per-request), each group batched alone: the most that batching across those requests can give, since no batch can
+hold more. Ratios printed: server at the most clients / offline (the target: at least 0.8) and / offline in groups,
+server at the most clients / one client (at least 4), and CTranslate2 int8 / torch bf16 at the most clients (at
+least 2).
 
 Sentences: the English side of the built-in corpus's test split (`--pair`, built on first use), or `--sentences
 FILE` (a JSONL file of the corpus layout, or plain text, one sentence a line), first split into sentences as the
@@ -73,13 +74,16 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
-def start_server(model: str, system: str, cache: Path, log: Path) -> tuple[subprocess.Popen, str]:
-    """vanilla-serve with the system's backend, once it answers /health."""
+def start_server(
+    model: str, system: str, cache: Path, log: Path, max_tokens: int | None
+) -> tuple[subprocess.Popen, str]:
+    """vanilla-serve with the system's backend (and `max_tokens` a batch, if given), once it answers /health."""
     backend, kind = SYSTEMS[system]
     port = free_port()
     option = ["--precision", kind] if backend == "torch" else ["--quantization", kind, "--ct2-cache", str(cache)]
     command = [sys.executable, "-m", "vanilla_training.cli.serve", model, "--port", str(port), "--backend", backend]
     command += [*option, "--cache-size", "0", "--log-level", "warning", "--max-queue", "100000"]
+    command += [] if max_tokens is None else ["--max-tokens", str(max_tokens)]
     with log.open("wb") as output:
         process = subprocess.Popen(command, stdout=output, stderr=output)
     url = f"http://127.0.0.1:{port}"
@@ -106,21 +110,40 @@ def post(url: str, text: str, source: str, target: str) -> float:
     return time.perf_counter() - started
 
 
+def batch_totals(url: str) -> tuple[float, float]:
+    """Sentences translated by the model and batches run so far, from the server's /metrics."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    with urllib.request.urlopen(url + "/metrics", timeout=60) as response:
+        families = text_string_to_metric_families(response.read().decode())
+    totals = {"sum": 0.0, "count": 0.0}
+    for family in families:
+        if family.name == "vanilla_serve_batch_sentences":
+            for sample in family.samples:
+                for kind in totals:
+                    if sample.name.endswith("_" + kind):
+                        totals[kind] += sample.value
+    return totals["sum"], totals["count"]
+
+
 def measure_server(url: str, sentences: list[str], per_request: int, clients: int, source: str, target: str) -> dict:
-    """Sentences per second and latency percentiles with `clients` threads sharing the requests (each
-    `per_request` consecutive sentences joined by a space)."""
+    """Sentences per second, latency percentiles and the server's mean batch (sentences) with `clients` threads
+    sharing the requests (each `per_request` consecutive sentences joined by a space)."""
     requests = [" ".join(sentences[i : i + per_request]) for i in range(0, len(sentences), per_request)]
     shares = [requests[i::clients] for i in range(clients)]
 
     def client(share: list[str]) -> list[float]:
         return [post(url, text, source, target) for text in share]
 
+    sentences_before, batches_before = batch_totals(url)
     started = time.perf_counter()
     with ThreadPoolExecutor(clients) as pool:
         latencies = [latency for share in pool.map(client, shares) for latency in share]
     seconds = time.perf_counter() - started
+    sentences_after, batches_after = batch_totals(url)
     return {
         "sentences_per_second": len(sentences) / seconds,
+        "sentences_per_batch": (sentences_after - sentences_before) / max(batches_after - batches_before, 1),
         "p50": float(np.percentile(latencies, 50)),
         "p95": float(np.percentile(latencies, 95)),
     }
@@ -161,6 +184,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--clients", default="1,8,32", help="concurrent client counts (default: 1,8,32)")
     parser.add_argument("--systems", default=",".join(SYSTEMS), help=f"of {', '.join(SYSTEMS)} (default: all)")
     parser.add_argument("--max-tokens", type=int, default=4096, help="offline batch budget (default: 4096)")
+    parser.add_argument(
+        "--server-max-tokens", type=int, help="vanilla-serve's --max-tokens (default: vanilla-serve's own)"
+    )
     parser.add_argument("--json", type=Path, help="also write the results here")
     args = parser.parse_args(argv)
     args.clients = [int(count) for count in args.clients.split(",")]
@@ -184,7 +210,9 @@ def main(argv: list[str] | None = None) -> dict:
         for system in args.systems:
             group = most * args.per_request
             results[system] = measure_offline(args.model, system, sentences, args.max_tokens, group, cache)
-            process, url = start_server(args.model, system, cache, Path(folder) / f"{system}.log")
+            process, url = start_server(
+                args.model, system, cache, Path(folder) / f"{system}.log", args.server_max_tokens
+            )
             try:
                 post(url, sentences[0], source, target)  # warm-up
                 for clients in args.clients:
@@ -194,11 +222,12 @@ def main(argv: list[str] | None = None) -> dict:
                 process.wait(timeout=120)
     print(f"{len(sentences)} sentences ({args.pair}), {args.per_request} a request, model {args.model}")
     header = f"| system | offline sent/s | offline in groups of {most * args.per_request} | "
-    print(header + " | ".join(f"{c} clients: sent/s, p50, p95" for c in args.clients) + " |")
+    print(header + " | ".join(f"{c} clients: sent/s, p50, p95, batch" for c in args.clients) + " |")
     print("|---" * (3 + len(args.clients)) + "|")
     for system, result in results.items():
         cells = [
-            f"{r['sentences_per_second']:.1f}, {r['p50'] * 1000:.0f} ms, {r['p95'] * 1000:.0f} ms"
+            f"{r['sentences_per_second']:.1f}, {r['p50'] * 1000:.0f} ms, {r['p95'] * 1000:.0f} ms, "
+            f"{r['sentences_per_batch']:.0f}"
             for r in (result[c] for c in args.clients)
         ]
         offline = f"| {system} | {result['offline']:.1f} | {result['offline_in_groups']:.1f} | "
