@@ -15,6 +15,24 @@ from vanilla_training.corpus import build_corpus
 from helpers import toy_run_args
 
 
+@pytest.mark.parametrize(
+    ("options", "expected"),
+    [
+        (["--pair", "en-de"], 1.0),  # the main job: both in the Latin script, the full rate
+        (["--pair", "de-fr"], 1.0),
+        (["--pair", "ar-en"], 0.5),  # at the full rate ru-uk and en-ar ignored their source
+        (["--pair", "ru-uk"], 0.5),
+        (["--pair", "en-ko", "--lr-scale", "1"], 1.0),  # the command line wins
+        (["--pair", "en-de", "--target-lang", "hi"], 0.5),  # the columns trained are what counts
+        (["--pair", "ar-en", "--preset", "hour"], 0.5),  # the hour preset is at half the rate for every pair
+        (["--pair", "en-de", "--preset", "base"], 1.0),
+        (["--pair", "ar-en", "--preset", "base"], 1.0),  # the paper's recipes are kept as they are
+    ],
+)
+def test_the_demo_trains_outside_the_latin_script_at_half_the_learning_rate(options, expected) -> None:
+    assert train_cli.parse_args([*options, "--output-dir", "x"]).recipe.lr_scale == expected
+
+
 def test_pair_argument_is_checked(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit):
         train_cli.build_parser().parse_args(["--pair", "zh-en", "--output-dir", "x"])

@@ -62,7 +62,8 @@ def test_the_language_table_prints_a_row_per_finished_run_with_its_tokenizer_and
     def finish(pair: str, test: dict, steps: int, seconds: int) -> None:
         final = tmp_path / f"demo-{pair}" / "final"
         final.mkdir(parents=True)
-        results = {"data": {"train_pairs": 26625}, "steps": steps, "total_seconds": seconds, "test": test}
+        results = {"data": {"train_pairs": 26625}, "steps": steps, "total_seconds": seconds, "test": test,
+                   "recipe": {"lr_scale": 0.5 if "ar" in pair else 1.0}}  # fmt: skip
         (final / "training_results.json").write_text(json.dumps(results))
 
     one = {"references": ["e"], "bleu": 19.27, "chrf": 45.84}
@@ -71,14 +72,16 @@ def test_the_language_table_prints_a_row_per_finished_run_with_its_tokenizer_and
     three = {"references": ["4", "k", "3"], "bleu": 30.5, "chrf": 55.25}
     finish("de-en", {"bleu": 20.125, "chrf": 48.0, "sentences": 1866, "signature": "nrefs:1|tok:13a|y",
                      "multi_reference": three}, 3400, 750)  # fmt: skip
+    finish("ar-en", {"bleu": 14.71, "chrf": 36.01, "sentences": 1860, "signature": "nrefs:1|tok:13a|z"}, 2816, 660)
     (tmp_path / "demo-en-fr").mkdir()  # unfinished: no row
     done = run_script("language_table.py", "--runs", str(tmp_path), "--no-train")
     assert done.returncode == 0, done.stderr
-    rows = [line for line in done.stdout.splitlines() if line.startswith(("| en-", "| de-"))]
+    rows = [line for line in done.stdout.splitlines() if line.startswith(("| en-", "| de-", "| ar-"))]
     assert rows == [
-        "| en-de | Latin to Latin (the main job) | - | 26,625 | 1,866 | 3,567 | 12 | 19.27 (13a) | 45.84 | - |",
-        "| de-en | Latin to Latin, into English | - | 26,625 | 1,866 | 3,400 | 12 | 20.12 (13a) | 48.00 "
+        "| en-de | Latin to Latin (the main job) | 1 | 26,625 | 1,866 | 3,567 | 12 | 19.27 (13a) | 45.84 | - |",
+        "| de-en | Latin to Latin, into English | 1 | 26,625 | 1,866 | 3,400 | 12 | 20.12 (13a) | 48.00 "
         "| 30.50 / 55.25 (3 refs) |",
+        "| ar-en | Arabic to Latin | 0.5 | 26,625 | 1,860 | 2,816 | 11 | 14.71 (13a) | 36.01 | - |",
     ]
     refused = run_script("language_table.py", "--runs", str(tmp_path), "--no-train", "--pairs", "en-zh")
     assert refused.returncode == 2 and "en-zh not among" in refused.stderr

@@ -33,6 +33,9 @@ GROUPS = ("data", "model", "recipe", "precision and speed", "evaluation", "outpu
 RECIPE_OPTIONS = {field.name: f"--{field.name.replace('_', '-')}" for field in dataclasses.fields(recipe.Recipe)}
 
 
+PAIR_NOTES = {"lr_scale": "; demo 0.5 for a pair outside the Latin script"}  # recipe.recipe_for
+
+
 def preset_values(name: str) -> str:
     """A recipe field's value in every preset, for --help: "demo 2000, base 100000, big 300000"."""
     values = {preset: getattr(run, name) for preset, run in recipe.RECIPES.items()}
@@ -86,7 +89,7 @@ def build_parser() -> argparse.ArgumentParser:
             f"--{field.name.replace('_', '-')}",
             type=kind,
             choices=choices,
-            help=f"{field.metadata['help']} ({preset_values(field.name)})",
+            help=f"{field.metadata['help']} ({preset_values(field.name)}{PAIR_NOTES.get(field.name, '')})",
         )
     run.add_argument("--seed", type=int, default=1, help="seed of the weights, the data order and dropout (default: 1)")
     run.add_argument("--resume-from-checkpoint", help="a checkpoint folder, or 'last' for the newest one")
@@ -118,10 +121,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def run_recipe(args: argparse.Namespace) -> recipe.Recipe:
-    """The preset's recipe with the command line's overrides."""
+    """The preset's recipe for the pair (`recipe.recipe_for`) with the command line's overrides."""
     fields = {field.name for field in dataclasses.fields(recipe.Recipe)}
     overrides = {name: value for name, value in vars(args).items() if name in fields and value is not None}
-    return dataclasses.replace(recipe.RECIPES[args.preset], **overrides)
+    return dataclasses.replace(recipe.recipe_for(args.preset, *languages(args)), **overrides)
+
+
+def languages(args: argparse.Namespace) -> tuple[str, str]:
+    """The source and target columns: `--source-lang` and `--target-lang`, by default the languages of `--pair`."""
+    return args.source_lang or args.pair.split("-")[0], args.target_lang or args.pair.split("-")[1]
 
 
 def pair_argument(pair: str) -> str:
@@ -139,9 +147,10 @@ def data_source(args: argparse.Namespace) -> DataSource:
     if args.train_file:
         named = {"train": args.train_file, "validation": args.validation_file, "test": args.test_file}
         files = {split: path for split, path in named.items() if path}
+    source, target = languages(args)
     return DataSource(
-        source=args.source_lang or args.pair.split("-")[0],
-        target=args.target_lang or args.pair.split("-")[1],
+        source=source,
+        target=target,
         pair=args.pair,
         versions=args.versions,
         files=files,
