@@ -14,8 +14,8 @@ WARMUP_STEPS = 4000
 LABEL_SMOOTHING = 0.1
 SELECTIONS = ("last", "best")  # see Recipe.selection
 # Languages written in the Latin script (of the built-in corpus's). The demo preset's full learning rate trains a
-# pair of two of them (en-de, de-en, en-fr); on the pairs outside it that were tried at that rate (ru-uk, en-ar) the
-# encoder collapsed and the decoder ignored its source, and half the rate trained (docs/corpus.md).
+# pair of two of them (en-de, de-en, en-fr); on the pairs outside it that were tried at that rate (ru-uk, en-ar,
+# ar-en) the encoder collapsed and the decoder ignored its source, and half the rate trained (docs/corpus.md).
 LATIN_SCRIPT = frozenset({"en", "de", "fr", "it", "es", "pt", "pl", "ro", "tr", "vi", "id", "sw", "tl"})
 
 
