@@ -85,3 +85,28 @@ def test_the_language_table_prints_a_row_per_finished_run_with_its_tokenizer_and
     ]
     refused = run_script("language_table.py", "--runs", str(tmp_path), "--no-train", "--pairs", "en-zh")
     assert refused.returncode == 2 and "en-zh not among" in refused.stderr
+
+
+def test_fixed_steps_sweep_compares_each_variant_with_the_baseline_seed_by_seed(tmp_path):
+    def finished(name: str, web: float) -> None:
+        final = tmp_path / name / "final"
+        final.mkdir(parents=True)
+        sources = {"4": {"bleu": web}, "k": {"bleu": web - 3}, "3": {"bleu": web - 6}}  # bible.db's bbNames
+        log_history = [{"eval_bleu": web - 8}, {"loss": 3.0}, {"eval_bleu": web - 5}]
+        (final / "training_results.json").write_text(json.dumps({"test": {"bleu": web, "sources": sources},
+                                                                  "log_history": log_history}))  # fmt: skip
+
+    finished("baseline-s1", 18.0)
+    finished("baseline-s2", 19.0)
+    finished("vocab-8000-s1", 20.0)
+    finished("vocab-8000-s3", 10.0)  # no baseline run of seed 3: in the mean, not in the comparison
+    done = run_script("fixed_steps_sweep.py", "--runs", str(tmp_path), "--steps", "3000", "--seeds", "1", "2", "3",
+                      "--no-train")  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = {line.split("|")[1].strip(): [cell.strip() for cell in line.split("|")[2:-1]]
+            for line in done.stdout.splitlines()[2:]}  # fmt: skip
+    assert set(rows) == {"baseline", "vocab-8000"}  # variants without a finished run are left out
+    # options, seeds, by seed, mean, vs baseline (seed 1 alone: 20 - 18), KJV mean, BBE mean, best validation mean
+    assert rows["vocab-8000"] == ["`--vocab-size 8000`", "2", "20.00, 10.00", "15.00", "+2.00", "12.00", "9.00",
+                                  "10.00"]  # fmt: skip
+    assert rows["baseline"][1:5] == ["2", "18.00, 19.00", "18.50", "+0.00"]
