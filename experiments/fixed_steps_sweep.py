@@ -4,12 +4,13 @@ Every variant is `vanilla-train --preset demo` plus its options, stopped at `--s
 10-minute budget, so runs on any machine (a GPU included) train the same steps as the main job does on 2 CPU
 cores; a change that costs time per step must then be weighed against the steps it loses on the CPU. Runs go side
 by side, `--parallel` at a time, one thread each; each in RUNS/VARIANT-sSEED (its output in the `.log` beside it).
+On one GPU, start CUDA MPS first (`nvidia-cuda-mps-control -d`) so that the runs' small kernels share it.
 
-    python experiments/fixed_steps_sweep.py --runs runs/sweep --steps 2938 --seeds 1 2 --parallel 16
-    python experiments/fixed_steps_sweep.py --runs runs/sweep --steps 2938 --seeds 1 2 --no-train   # the table
+    python experiments/fixed_steps_sweep.py --runs runs/sweep --steps 3000 --seeds 1 2 --parallel 8
+    python experiments/fixed_steps_sweep.py --runs runs/sweep --steps 3000 --seeds 1 2 --no-train   # the table
 
 The table: test BLEU (WEB wording, the headline), the KJV and BBE wordings of the source, the best validation BLEU,
-per variant and seed, and each variant's mean against the baseline's.
+per variant and seed, and each variant's difference with the baseline, seed by seed.
 """
 
 import argparse
@@ -53,10 +54,10 @@ def train(jobs: list[tuple[str, int]], steps: int, runs: Path, parallel: int) ->
         while pending and len(running) < parallel:
             variant, seed = pending.pop(0)
             name = f"{variant}-s{seed}"
-            log = (runs / f"{name}.log").open("w")
-            process = subprocess.Popen(
-                command(variant, seed, steps, runs), stdout=log, stderr=subprocess.STDOUT, env=environment
-            )
+            with (runs / f"{name}.log").open("w") as log:  # the child holds its own copy of the file
+                process = subprocess.Popen(
+                    command(variant, seed, steps, runs), stdout=log, stderr=subprocess.STDOUT, env=environment
+                )
             running.append((process, name))
             print(f"started {name}", file=sys.stderr, flush=True)
         time.sleep(5)
