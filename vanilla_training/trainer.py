@@ -17,6 +17,7 @@ from transformers.trainer import TRAINER_STATE_NAME
 from . import checkpoints
 from .batching import TokenBudgetBatchSampler
 from .evaluation import corpus_bleu, translate
+from .loss import label_smoothed_projection_loss
 from .preprocess import LENGTH, lengths
 
 
@@ -99,6 +100,28 @@ class TranslationTrainer(Seq2SeqTrainer):
     def log(self, logs: dict[str, float], start_time: float | None = None) -> None:
         """transformers' log, every record stamped with `elapsed`: the seconds since this process began training."""
         super().log({**logs, "elapsed": round(time.perf_counter() - self.started, 1)}, start_time)
+
+    def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
+        """transformers' loss, except for a training step on a CPU: there the same label-smoothed loss is computed
+        from the decoder's output a slice of positions at a time (`loss.py` says why), when the model is not wrapped
+        (by DDP or torch.compile, whose forward must run) and has no final logits bias (a Marian option)."""
+        if return_outputs or not self._sliced_loss_applies(model, inputs):
+            return super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
+        labels = inputs.pop("labels")
+        with self.accelerator.autocast():
+            hidden = model.model(**inputs).last_hidden_state
+            return label_smoothed_projection_loss(
+                hidden, model.lm_head.weight, labels, self.args.label_smoothing_factor, num_items_in_batch
+            )
+
+    def _sliced_loss_applies(self, model, inputs) -> bool:
+        return (
+            model.training
+            and "labels" in inputs
+            and model is self.accelerator.unwrap_model(model)
+            and model.device.type == "cpu"
+            and not model.config.add_final_logits_bias
+        )
 
     def _token_batches(self, dataset: datasets.Dataset, shuffle: bool) -> DataLoader:
         """transformers' samplers put a fixed number of sentences in a batch; the paper fixes the tokens."""
