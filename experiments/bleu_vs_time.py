@@ -25,7 +25,8 @@ from transformers.trainer_utils import sort_checkpoints
 from modeling_vanilla import paper_generation_config
 from vanilla_training import checkpoints, preprocess
 from vanilla_training.average_checkpoints import average_checkpoints
-from vanilla_training.evaluation import corpus_bleu, translate
+from vanilla_training.evaluation import corpus_bleu
+from vanilla_training.translator import translate
 
 
 def checkpoints_up_to(run_dir: Path, step: int, count: int) -> list[str]:

@@ -16,8 +16,8 @@ import time
 from modeling_vanilla import paper_generation_config
 from modeling_vanilla.gnmt_beam_search import gnmt_beam_search
 from vanilla_training.corpus import load_corpus
-from vanilla_training.evaluation import corpus_bleu, translate
-from vanilla_training.translator import load_translator
+from vanilla_training.evaluation import corpus_bleu
+from vanilla_training.translator import load_translator, translate
 
 FORMS = {
     "transformers: log P / \\|Y\\|^0.6": {},

@@ -140,7 +140,7 @@ def test_auto_precision_follows_the_cpu(monkeypatch):
 
 
 def test_a_sentence_over_the_translation_budget_is_translated_alone(monkeypatch):
-    from vanilla_training import evaluation
+    from vanilla_training import translator
 
     batches = []
 
@@ -173,7 +173,7 @@ def test_a_sentence_over_the_translation_budget_is_translated_alone(monkeypatch)
             return [" ".join(str(i) for i in row.tolist() if i) for row in ids]
 
     sentences = [" ".join(["5"] * 3)] * 20 + [" ".join(["7"] * 30)]
-    assert evaluation.translate(Recorder(), Tokenizer(), sentences, max_tokens=20, progress=False) == sentences
+    assert translator.translate(Recorder(), Tokenizer(), sentences, max_tokens=20, progress=False) == sentences
     assert sorted(batches)[-1] == 30 and all(size <= 20 for size in sorted(batches)[:-1])  # the 30 goes alone
 
 

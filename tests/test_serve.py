@@ -3,6 +3,7 @@ JSON and form bodies, answers equal to `Translator.translate` (the code of vanil
 client written elsewhere, bad input, API keys, the queue-full path, load from 64 clients, SIGTERM under load,
 the web page in headless Chromium, the CTranslate2 backend and the Inference Endpoints handler."""
 
+import importlib.metadata
 import importlib.util
 import json
 import os
@@ -26,6 +27,7 @@ import torch
 import uvicorn
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from packaging.requirements import Requirement
 
 from vanilla_training.cli.serve import load_backend
 from vanilla_training.cli.serve import parser as serve_parser
@@ -645,6 +647,27 @@ def test_the_inference_endpoints_handler(run, translator, tmp_path):
     ]:
         with pytest.raises(ValueError, match=message):
             handler(data)
+
+
+SERVE_ONLY = """
+import sys
+for name in sys.argv[1:]:
+    sys.modules[name] = None  # as if not installed: importing it fails
+import vanilla_training.cli.serve, vanilla_training.cli.translate, vanilla_training.serving.handler
+"""
+
+
+def test_the_server_the_handler_and_translate_need_no_package_of_the_train_extra():
+    """An install with the serve extra alone (`pip install vanilla-transformer[serve]`, or an endpoint that installs
+    the handler's requirements) lacks the train extra's packages: nothing vanilla-serve, vanilla-translate or the
+    handler import may need one."""
+    requirements = [Requirement(text) for text in importlib.metadata.requires("vanilla-transformer")]
+    train_only = {r.name for r in requirements if r.marker and r.marker.evaluate({"extra": "train"})}
+    train_only -= {r.name for r in requirements if not r.marker or r.marker.evaluate({"extra": "serve"})}
+    train_only -= {"tqdm"}  # also a dependency of transformers itself: every install has it
+    assert {"datasets", "evaluate", "sacrebleu", "accelerate"} <= train_only
+    done = subprocess.run([sys.executable, "-c", SERVE_ONLY, *sorted(train_only)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-3000:]
 
 
 def test_help_lists_every_option(capsys):

@@ -1,19 +1,11 @@
-"""Translation and BLEU, as the paper evaluates (section 6.1): beam search with beam size 4 and length penalty 0.6,
-maximum output length = input length + 50, corpus BLEU by sacreBLEU through `evaluate` (a local metric module,
-so nothing is fetched from the Hub)."""
+"""BLEU and chrF, as the paper evaluates (section 6.1): corpus BLEU by sacreBLEU through `evaluate` (a local metric
+module, so nothing is fetched from the Hub), chrF by sacreBLEU. (Its decoding, beam 4 and an output of at most the
+input + 50 tokens, is `translator.translate`'s.)"""
 
 from pathlib import Path
 
 import evaluate
-import numpy as np
 import sacrebleu
-import torch
-from tqdm.auto import tqdm
-from transformers import PreTrainedModel, PreTrainedTokenizerBase
-
-from modeling_vanilla import EXTRA_OUTPUT_LENGTH
-
-from .batching import TokenBudgetBatchSampler
 
 METRIC_PATH = Path(__file__).resolve().parent / "sacrebleu_metric"
 
@@ -21,40 +13,6 @@ METRIC_PATH = Path(__file__).resolve().parent / "sacrebleu_metric"
 def load_bleu() -> evaluate.EvaluationModule:
     """sacreBLEU as an `evaluate` module, loaded from this package (works offline)."""
     return evaluate.load(str(METRIC_PATH))
-
-
-@torch.no_grad()
-def translate(
-    model: PreTrainedModel,
-    tokenizer: PreTrainedTokenizerBase,
-    sentences: list[str],
-    max_tokens: int = 4096,
-    progress: bool = True,
-    **generate_kwargs,
-) -> list[str]:
-    """Translate `sentences`, in their order, decoding as `model.generation_config` says unless `generate_kwargs`
-    (e.g. `num_beams=1`) say otherwise. Sentences of similar length are batched up to `max_tokens` source tokens,
-    padding included (a sentence longer than that goes alone; the batch size can change a translation, rarely:
-    padding changes floating-point sums), and each batch may produce up to its longest input + 50 tokens (section
-    6.1; given explicitly, so that any seq2seq model is held to it). The model is left in the mode (training or
-    evaluation) it was in."""
-    was_training = model.training
-    model.eval()
-    lengths = np.array([len(ids) for ids in tokenizer(sentences)["input_ids"]], dtype=np.int64)
-    alone = np.flatnonzero(lengths > max_tokens)
-    rest = np.flatnonzero(lengths <= max_tokens)
-    batches = [[int(i)] for i in alone]
-    batches += [rest[batch].tolist() for batch in TokenBudgetBatchSampler(lengths[rest], max_tokens, shuffle=False)]
-    translations: list[str] = [""] * len(sentences)
-    beams = generate_kwargs.get("num_beams", model.generation_config.num_beams) or 1
-    for batch in tqdm(batches, desc=f"translating (beam {beams})", disable=not progress, unit="batch"):
-        inputs = tokenizer([sentences[i] for i in batch], return_tensors="pt", padding=True).to(model.device)
-        limit = inputs["input_ids"].shape[1] + EXTRA_OUTPUT_LENGTH
-        output = model.generate(**inputs, **{"max_new_tokens": limit, **generate_kwargs})
-        for i, text in zip(batch, tokenizer.batch_decode(output, skip_special_tokens=True), strict=True):
-            translations[i] = text
-    model.train(was_training)
-    return translations
 
 
 # sacreBLEU's tokenizer for BLEU by target language: "zh" for Chinese; "char" for Japanese and Korean (sacreBLEU's

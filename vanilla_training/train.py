@@ -37,11 +37,12 @@ from . import checkpoints, preprocess, recipe
 from .average_checkpoints import average_checkpoints
 from .batching import TokenBudgetBatchSampler
 from .card import environment, render_card
-from .evaluation import corpus_bleu, corpus_chrf, translate
+from .evaluation import corpus_bleu, corpus_chrf
 from .plot import plot_training
 from .precision import precision_reason, training_attention
 from .preprocess import DataSource
 from .trainer import PatienceCallback, TimeBudgetProgress, TrainingTimeBudget, TranslationTrainer
+from .translator import translate
 from .wordings import print_wording_scores, rounded_wording_scores, wording_scores
 
 ModelFactory = Callable[[VanillaConfig], PreTrainedModel]

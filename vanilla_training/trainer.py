@@ -16,9 +16,10 @@ from transformers.trainer import TRAINER_STATE_NAME
 
 from . import checkpoints
 from .batching import TokenBudgetBatchSampler
-from .evaluation import corpus_bleu, translate
+from .evaluation import corpus_bleu
 from .loss import label_smoothed_projection_loss
 from .preprocess import LENGTH, lengths
+from .translator import translate
 
 
 def paper_schedule(optimizer: torch.optim.Optimizer, warmup_steps: int) -> LambdaLR:

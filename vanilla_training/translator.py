@@ -10,13 +10,16 @@ import dataclasses
 import json
 from pathlib import Path
 
+import numpy as np
 import torch
+from tqdm.auto import tqdm
 from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 from transformers.utils import cached_file
 
 import modeling_vanilla  # noqa: F401  (registers the "vanilla" model type with the Auto classes)
+from modeling_vanilla import EXTRA_OUTPUT_LENGTH
 
-from .evaluation import translate
+from .batching import TokenBudgetBatchSampler
 
 RESULTS = "training_results.json"  # written by vanilla-train beside the model; it records the languages
 
@@ -93,7 +96,7 @@ class Translator:
             )
 
     def translate(self, sentences: list[str], **options) -> list[str]:
-        """The translation of every sentence, in order (`evaluation.translate`, whose keyword `options` these are);
+        """The translation of every sentence, in order (`translate`, whose keyword `options` these are);
         a blank sentence (empty or whitespace) translates to "" without the model."""
         nonblank = [index for index, sentence in enumerate(sentences) if sentence.strip()]
         translations = [""] * len(sentences)
@@ -120,3 +123,37 @@ def load_translator(model: str | Path, source_lang: str | None = None, target_la
     if torch.accelerator.is_available():
         network.to(torch.accelerator.current_accelerator())
     return Translator(network, tokenizer, folder, languages)
+
+
+@torch.no_grad()
+def translate(
+    model: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerBase,
+    sentences: list[str],
+    max_tokens: int = 4096,
+    progress: bool = True,
+    **generate_kwargs,
+) -> list[str]:
+    """Translate `sentences`, in their order, decoding as `model.generation_config` says unless `generate_kwargs`
+    (e.g. `num_beams=1`) say otherwise. Sentences of similar length are batched up to `max_tokens` source tokens,
+    padding included (a sentence longer than that goes alone; the batch size can change a translation, rarely:
+    padding changes floating-point sums), and each batch may produce up to its longest input + 50 tokens (section
+    6.1; given explicitly, so that any seq2seq model is held to it). The model is left in the mode (training or
+    evaluation) it was in."""
+    was_training = model.training
+    model.eval()
+    lengths = np.array([len(ids) for ids in tokenizer(sentences)["input_ids"]], dtype=np.int64)
+    alone = np.flatnonzero(lengths > max_tokens)
+    rest = np.flatnonzero(lengths <= max_tokens)
+    batches = [[int(i)] for i in alone]
+    batches += [rest[batch].tolist() for batch in TokenBudgetBatchSampler(lengths[rest], max_tokens, shuffle=False)]
+    translations: list[str] = [""] * len(sentences)
+    beams = generate_kwargs.get("num_beams", model.generation_config.num_beams) or 1
+    for batch in tqdm(batches, desc=f"translating (beam {beams})", disable=not progress, unit="batch"):
+        inputs = tokenizer([sentences[i] for i in batch], return_tensors="pt", padding=True).to(model.device)
+        limit = inputs["input_ids"].shape[1] + EXTRA_OUTPUT_LENGTH
+        output = model.generate(**inputs, **{"max_new_tokens": limit, **generate_kwargs})
+        for i, text in zip(batch, tokenizer.batch_decode(output, skip_special_tokens=True), strict=True):
+            translations[i] = text
+    model.train(was_training)
+    return translations
