@@ -155,3 +155,13 @@ def test_data_scaling_reports_every_stage_and_the_run_from_the_cache(tmp_path):
         assert all(result[stage]["seconds"] >= 0 and result[stage]["peak_mib"] > 0 for stage in ("load", "batching"))
         assert result["until_first_step_seconds"] > result["load"]["seconds"]
     assert payload["exponent"] is not None and "Preparation time grows as pairs^" in done.stdout
+
+
+def test_sliced_loss_times_both_losses_after_checking_they_agree():
+    done = run_script("sliced_loss.py", "--sizes", "tiny", "--vocab-sizes", "64", "--steps", "2", "--rounds", "1")
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = [line.split(" | ") for line in done.stdout.splitlines() if line.startswith("| tiny |")]
+    assert [row[2] for row in rows] == ["whole logits, LabelSmoother", "sliced"]
+    assert all(float(row[3]) > 0 for row in rows) and rows[0][-1] == "1.00 |"
+    refused = run_script("sliced_loss.py", "--vocab-sizes", "4")
+    assert refused.returncode == 2 and "every vocabulary larger than 4 tokens" in refused.stderr

@@ -13,7 +13,7 @@ and handed to autograd in the backward pass.
 
 import torch
 
-ROWS_PER_SLICE = 256  # about as fast as 128, 512 and 1,024 rows for a demo step (benchmarks/fused_loss.py)
+ROWS_PER_SLICE = 256  # their float32 logits fit a CPU's cache; 128 to 1,024 time alike (docs/recipes.md)
 
 
 class _LabelSmoothedProjectionLoss(torch.autograd.Function):
