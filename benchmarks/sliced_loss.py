@@ -65,6 +65,7 @@ def step_milliseconds(size: str, vocab_size: int, steps: int, precision: str) ->
     for index in range(steps + 2):
         first_losses = []
         for name, loss_of in LOSSES.items():
+            torch.manual_seed(index)  # the same dropout masks for both
             started = time.perf_counter()
             with torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "bf16"):
                 loss = loss_of(models[name], batch)
