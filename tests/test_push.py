@@ -2,6 +2,7 @@
 folder with its card, `vanilla-push` uploads it in one commit with the real huggingface_hub client, and a
 process where the package is not importable loads `pipeline("translation")` from the repo id with remote code."""
 
+import importlib.metadata
 import json
 import os
 import re
@@ -15,33 +16,37 @@ from pathlib import Path
 import pytest
 import torch
 from huggingface_hub import ModelCard
+from packaging.requirements import Requirement
 from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
 from vanilla_training import hub
 from vanilla_training.card import PLACEHOLDER_ID, fill_template, render_card
 from vanilla_training.cli import push
 from vanilla_training.cli.train import main
-from vanilla_training.hub import ENDPOINT_FILES
+from vanilla_training.hub import ENDPOINT_CODE, HANDLER_MODULES, endpoint_files
 
 from helpers import toy_run_args, write_toy_corpus
 from hub_server import FakeHub
 
 REPO = "user/tiny-translator"
 ROOT = Path(__file__).resolve().parents[1]
-PUSHED = [
-    "README.md",
-    "config.json",
-    "configuration_vanilla.py",
-    "generation_config.json",
-    "handler.py",
-    "model.safetensors",
-    "modeling_vanilla.py",
-    "pipeline_vanilla.py",
-    "requirements.txt",
-    "tokenizer.json",
-    "tokenizer_config.json",
-    "training_results.json",
-]
+PUSHED = sorted(
+    [
+        "README.md",
+        "config.json",
+        "configuration_vanilla.py",
+        "generation_config.json",
+        "handler.py",
+        "model.safetensors",
+        "modeling_vanilla.py",
+        "pipeline_vanilla.py",
+        "requirements.txt",
+        "tokenizer.json",
+        "tokenizer_config.json",
+        "training_results.json",
+        *(f"{ENDPOINT_CODE}/{path}" for path in HANDLER_MODULES),
+    ]
+)
 
 
 @pytest.fixture(scope="module")
@@ -288,7 +293,7 @@ def test_push_to_the_hub_and_load_the_pipeline_from_the_repo_id(final, tmp_path)
     assert pushed_card == render_card(final, model_id=REPO)
     assert "Local card" not in pushed_card and PLACEHOLDER_ID not in pushed_card
     for name in PUSHED[1:]:
-        assert repo_files[name] == ENDPOINT_FILES.get(name) or repo_files[name] == (final / name).read_bytes(), name
+        assert repo_files[name] == endpoint_files().get(name) or repo_files[name] == (final / name).read_bytes(), name
     assert repo_files["handler.py"] == (ROOT / "vanilla_training" / "serving" / "handler.py").read_bytes()
     assert ("POST", "/api/repos/create", 200) in [(r["method"], r["path"], r["status"]) for r in push_log]
     assert private is True
@@ -303,7 +308,7 @@ def test_push_to_the_hub_and_load_the_pipeline_from_the_repo_id(final, tmp_path)
     # it missed only files that the repo does not have (optional tokenizer and processor files)
     reads = [(r["method"], r["path"]) for r in load_log if r["status"] == 200]
     for name in PUSHED[1:-1]:  # all but README.md and training_results.json, and the endpoint's files
-        if name not in ENDPOINT_FILES:
+        if name not in endpoint_files():
             assert ("GET", f"/{REPO}/resolve/{sha}/{name}") in reads, name
     for request in load_log:
         missed = request["status"] == 404 and request["path"].rsplit("/", 1)[-1] not in repo_files
@@ -323,3 +328,71 @@ def test_a_run_too_short_to_log_or_evaluate_still_gets_a_card(final, tmp_path):
     mean = next(e["train_loss"] for e in results["log_history"] if "train_loss" in e)
     assert f"Final training loss (label-smoothed): {mean:.3f} (the mean over the run)" in card
     assert "last validation loss: none (no evaluation ran)" in card and "No evaluation ran during training" in card
+
+
+ENDPOINT_SCRIPT = """
+import importlib.machinery, importlib.util, json, sys
+
+repository, text = sys.argv[1], sys.argv[2]
+PACKAGES = ("vanilla_training", "modeling_vanilla")
+
+
+class OnlyPushedCode:
+    # this project's modules may come only from the repository's endpoint_code/, never from this machine's install
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] not in PACKAGES:
+            return None
+        spec = importlib.machinery.PathFinder.find_spec(name, path or [repository + "/endpoint_code"])
+        if spec is None:
+            raise ImportError(name + " is not in the repository's endpoint_code/")
+        return spec
+
+
+sys.meta_path.insert(0, OnlyPushedCode())
+specification = importlib.util.spec_from_file_location("handler", repository + "/handler.py")
+handler = importlib.util.module_from_spec(specification)
+specification.loader.exec_module(handler)  # as the endpoint's toolkit imports it
+answer = handler.EndpointHandler(repository, precision="fp32")({"inputs": text})
+files = sorted(module.__file__ for name, module in sys.modules.items() if name.split(".")[0] in PACKAGES)
+print(json.dumps({"answer": answer, "files": files}))
+"""
+
+
+def test_a_pushed_repository_serves_its_handler_with_its_own_code_and_published_requirements(final, tmp_path):
+    """The package is not on PyPI: the repository must carry what its handler imports, and its requirements.txt
+    may name only published packages (here: each one installed on this machine from the package index)."""
+    with FakeHub(tmp_path / "hub") as hub:
+        env = {**hub.env(tmp_path / "home_push"), "OMP_NUM_THREADS": "1"}
+        pushed = subprocess.run(
+            [sys.executable, "-m", "vanilla_training.cli.push", "--model-dir", str(final), "--repo-id", REPO],
+            capture_output=True, text=True, env=env, cwd=ROOT, timeout=300,
+        )  # fmt: skip
+        assert pushed.returncode == 0, pushed.stderr[-4000:]
+        repo_files = hub.repo_files(REPO)
+    repository = tmp_path / "repository"  # the endpoint's copy of the repository
+    for name, data in repo_files.items():
+        (repository / name).parent.mkdir(parents=True, exist_ok=True)
+        (repository / name).write_bytes(data)
+
+    requirements = [Requirement(line) for line in (repository / "requirements.txt").read_text().splitlines()]
+    names = {requirement.name for requirement in requirements}
+    assert "vanilla-transformer" not in names and {"torch", "transformers", "pysbd", "fastapi"} <= names
+    for name in names:
+        importlib.metadata.distribution(name)  # a published distribution: installed here from the index
+
+    results = json.loads((final / "training_results.json").read_text())
+    source = results["test"]["examples"][0]["source"]
+    model, tokenizer = AutoModelForSeq2SeqLM.from_pretrained(final), AutoTokenizer.from_pretrained(final)
+    with torch.no_grad():
+        expected = tokenizer.decode(
+            model.generate(**tokenizer(source, return_tensors="pt"))[0], skip_special_tokens=True
+        )
+    served = subprocess.run(
+        [sys.executable, "-c", ENDPOINT_SCRIPT, str(repository), source],
+        capture_output=True, text=True, env={**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"},
+        cwd=tmp_path, timeout=300,
+    )  # fmt: skip
+    assert served.returncode == 0, served.stderr[-4000:]
+    out = json.loads(served.stdout.strip().splitlines()[-1])
+    assert out["answer"] == [{"translation_text": expected}]
+    assert out["files"] and all(path.startswith(str(repository / ENDPOINT_CODE)) for path in out["files"])

@@ -1,5 +1,6 @@
-"""A custom handler for Hugging Face Inference Endpoints: a model folder pushed with this file as `handler.py`
-(and `vanilla-transformer[serve]` in its `requirements.txt`) is served by the endpoint's own toolkit.
+"""A custom handler for Hugging Face Inference Endpoints: a model folder pushed by `vanilla-push` carries this file
+as `handler.py`, the code it imports under `endpoint_code/`, and that code's published requirements in
+`requirements.txt`, and is served by the endpoint's own toolkit.
 
 The endpoint builds `EndpointHandler(path)` once, with `path` the repository's folder, then calls it with each
 request's JSON: `{"inputs": "text" or ["text", ...], "parameters": {...}}`, and answers what it returns:
@@ -9,11 +10,18 @@ from the beam: given as `alternatives` in each answer), `format` (`text` or `htm
 and `target_lang` are checked against the model's languages where it records them.
 """
 
+import sys
+from pathlib import Path
 from typing import Any
 
-from vanilla_training.serving.backends import TorchBackend
-from vanilla_training.serving.documents import layout, layout_sentences, translated_versions
-from vanilla_training.translator import load_translator
+# In a pushed repository the code this file imports lies beside it, under endpoint_code/ (vanilla_training.hub).
+PUSHED_CODE = Path(__file__).resolve().parent / "endpoint_code"
+if PUSHED_CODE.is_dir():
+    sys.path.insert(0, str(PUSHED_CODE))
+
+from vanilla_training.serving.backends import TorchBackend  # noqa: E402
+from vanilla_training.serving.documents import layout, layout_sentences, translated_versions  # noqa: E402
+from vanilla_training.translator import load_translator  # noqa: E402
 
 
 class EndpointHandler:
