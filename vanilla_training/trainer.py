@@ -105,7 +105,8 @@ class TranslationTrainer(Seq2SeqTrainer):
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
         """transformers' loss, except for a training step on a CPU: there the same label-smoothed loss is computed
         from the decoder's output a slice of positions at a time (`loss.py` says why), when the model is not wrapped
-        (by DDP or torch.compile, whose forward must run) and has no final logits bias (a Marian option)."""
+        or compiled (by DDP or torch.compile, whose forward must run), steps are not accumulated (only that case is
+        checked against transformers' path) and the model has no final logits bias (a Marian option)."""
         if return_outputs or not self._sliced_loss_applies(model, inputs):
             return super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
         labels = inputs.pop("labels")
@@ -120,6 +121,8 @@ class TranslationTrainer(Seq2SeqTrainer):
             model.training
             and "labels" in inputs
             and model is self.accelerator.unwrap_model(model)
+            and not self.args.torch_compile
+            and self.args.gradient_accumulation_steps == 1
             and model.device.type == "cpu"
             and not model.config.add_final_logits_bias
         )
