@@ -1,19 +1,19 @@
 """The label-smoothed training loss (section 5.4) computed from the decoder's output a slice of rows at a time.
 
-The loss is transformers' `LabelSmoother`'s, to the rounding: for each target position that is not padding,
-(1 - epsilon) times the cross-entropy of the label plus epsilon times the mean cross-entropy over the vocabulary,
-averaged over those positions. Only the way it is computed differs. Written plainly, a step holds the logits of every
-target position over the whole vocabulary (2,048 x V in the CPU recipes) and passes over them a dozen times
-(float32 casts, log-softmax, negation, gather, sum, and each of their gradients); on a CPU those passes cost more than
-the pre-softmax projection's matrix products. Here the projection (section 3.4: the shared embedding matrix), the
-softmax, the loss and its gradient are computed together for `ROWS_PER_SLICE` positions at a time, whose logits stay
-in the CPU's cache; the gradients of the decoder's output and of the embedding matrix are made in the forward pass
-and handed to autograd in the backward pass.
+The loss is transformers' `LabelSmoother`'s, to the rounding: for each target position that is not padding, (1 -
+epsilon) times the cross-entropy of the label plus epsilon times the mean cross-entropy over the vocabulary, averaged
+over those positions. Only the way it is computed differs. Written plainly, a step holds the logits of every target
+position over the whole vocabulary (2,048 x V in the CPU recipes) and passes over them a dozen times (float32 casts,
+log-softmax, negation, gather, sum, and each of their gradients), and on a CPU those passes are a large share of the
+step at a vocabulary of thousands (experiments/README.md, "A cheaper loss step"). Here the projection (section 3.4: the
+shared embedding matrix), the softmax, the loss and its gradient are computed together for `ROWS_PER_SLICE` positions at
+a time, whose logits stay in the CPU's cache; the gradients of the decoder's output and of the embedding matrix are made
+in the forward pass and handed to autograd in the backward pass.
 """
 
 import torch
 
-ROWS_PER_SLICE = 256  # their float32 logits fit a CPU's cache; 128 to 1,024 time alike (docs/recipes.md)
+ROWS_PER_SLICE = 256  # so that a slice's float32 logits stay in a CPU's cache
 
 
 class _LabelSmoothedProjectionLoss(torch.autograd.Function):
