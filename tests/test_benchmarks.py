@@ -12,6 +12,8 @@ import numpy
 import pytest
 import torch
 
+from helpers import toy_run_args, write_toy_corpus
+
 pytestmark = pytest.mark.slow
 
 BENCHMARKS = Path(__file__).resolve().parent.parent / "benchmarks"
@@ -165,3 +167,15 @@ def test_sliced_loss_times_both_losses_after_checking_they_agree():
     assert all(float(row[3]) > 0 for row in rows) and rows[0][-1] == "1.00 |"
     refused = run_script("sliced_loss.py", "--vocab-sizes", "4")
     assert refused.returncode == 2 and "every vocabulary larger than 4 tokens" in refused.stderr
+
+
+def test_freed_memory_runs_the_training_command_with_and_without_the_setting(tmp_path):
+    files = write_toy_corpus(tmp_path, {"train": 200, "validation": 20})
+    options = toy_run_args(files, tmp_path / "unused", max_steps=3, eval_steps=3, save_steps=3, average_last=1)
+    assert options[0] == "--output-dir"
+    done = run_script("freed_memory.py", "--rounds", "1", "--", *options[2:])  # each run gets its own folder
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = {line.split(" | ")[0][2:]: line.split(" | ")[1:] for line in done.stdout.splitlines() if line[:2] == "| "}
+    assert {"glibc's defaults", "freed memory kept"} <= rows.keys()
+    assert all(float(rows[setting][0].split()[0]) > 0 for setting in ("glibc's defaults", "freed memory kept"))
+    assert "wall time, kept / defaults: median" in done.stdout

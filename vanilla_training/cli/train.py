@@ -22,7 +22,7 @@ from accelerate import PartialState
 
 from modeling_vanilla import PRESETS, VanillaForConditionalGeneration
 
-from .. import recipe
+from .. import allocator, recipe
 from ..corpus import VERSION_CHOICES, parse_pair
 from ..precision import PRECISIONS, mixed_precision_problem, resolve_precision
 from ..preprocess import DataSource
@@ -209,7 +209,9 @@ def parse_args(argv: list[str] | None = None) -> TrainingJob:
 def main(argv: list[str] | None = None, model_factory: ModelFactory = VanillaForConditionalGeneration) -> dict:
     """Runs the job the command line asks for and returns the results written to `final/training_results.json`.
     `model_factory` lets an experiment train another implementation (MarianMTModel) under exactly the same recipe."""
-    return train(parse_args(argv), model_factory)
+    args = parse_args(argv)
+    allocator.reuse_freed_memory()
+    return train(args, model_factory)
 
 
 def console_main() -> None:
