@@ -33,6 +33,22 @@ def test_the_demo_trains_outside_the_latin_script_at_half_the_learning_rate(opti
     assert train_cli.parse_args([*options, "--output-dir", "x"]).recipe.lr_scale == expected
 
 
+@pytest.mark.parametrize(
+    ("options", "expected"),
+    [
+        (["--pair", "en-de"], 8000),  # the main job: both in the Latin script
+        (["--pair", "de-fr"], 8000),
+        (["--pair", "ar-en"], 4000),  # measured at 4,000, the collapse of a larger vocabulary nearer
+        (["--pair", "ru-uk", "--vocab-size", "8000"], 8000),  # the command line wins
+        (["--pair", "en-de", "--target-lang", "hi"], 4000),  # the columns trained are what counts
+        (["--pair", "ar-en", "--preset", "hour"], 4000),  # the hour's own
+        (["--pair", "en-de", "--preset", "base"], 37000),  # the paper's recipes are kept as they are
+    ],
+)
+def test_the_demo_has_8000_tokens_in_the_latin_script_and_4000_outside(options, expected) -> None:
+    assert train_cli.parse_args([*options, "--output-dir", "x"]).recipe.vocab_size == expected
+
+
 def test_pair_argument_is_checked(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit):
         train_cli.build_parser().parse_args(["--pair", "zh-en", "--output-dir", "x"])

@@ -63,7 +63,8 @@ def test_the_language_table_prints_a_row_per_finished_run_with_its_tokenizer_and
         final = tmp_path / f"demo-{pair}" / "final"
         final.mkdir(parents=True)
         results = {"data": {"train_pairs": 26625}, "steps": steps, "total_seconds": seconds, "test": test,
-                   "recipe": {"lr_scale": 0.5 if "ar" in pair else 1.0}}  # fmt: skip
+                   "recipe": {"lr_scale": 0.5 if "ar" in pair else 1.0,
+                              "vocab_size": 4000 if "ar" in pair else 8000}}  # fmt: skip
         (final / "training_results.json").write_text(json.dumps(results))
 
     one = {"references": ["e"], "bleu": 19.27, "chrf": 45.84}
@@ -78,10 +79,10 @@ def test_the_language_table_prints_a_row_per_finished_run_with_its_tokenizer_and
     assert done.returncode == 0, done.stderr
     rows = [line for line in done.stdout.splitlines() if line.startswith(("| en-", "| de-", "| ar-"))]
     assert rows == [
-        "| en-de | Latin to Latin (the main job) | 1 | 26,625 | 1,866 | 3,567 | 12 | 19.27 (13a) | 45.84 | - |",
-        "| de-en | Latin to Latin, into English | 1 | 26,625 | 1,866 | 3,400 | 12 | 20.12 (13a) | 48.00 "
+        "| en-de | Latin to Latin (the main job) | 8,000 | 1 | 26,625 | 1,866 | 3,567 | 12 | 19.27 (13a) | 45.84 | - |",
+        "| de-en | Latin to Latin, into English | 8,000 | 1 | 26,625 | 1,866 | 3,400 | 12 | 20.12 (13a) | 48.00 "
         "| 30.50 / 55.25 (3 refs) |",
-        "| ar-en | Arabic to Latin | 0.5 | 26,625 | 1,860 | 2,816 | 11 | 14.71 (13a) | 36.01 | - |",
+        "| ar-en | Arabic to Latin | 4,000 | 0.5 | 26,625 | 1,860 | 2,816 | 11 | 14.71 (13a) | 36.01 | - |",
     ]
     refused = run_script("language_table.py", "--runs", str(tmp_path), "--no-train", "--pairs", "en-zh")
     assert refused.returncode == 2 and "en-zh not among" in refused.stderr

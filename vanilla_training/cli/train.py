@@ -33,7 +33,10 @@ GROUPS = ("data", "model", "recipe", "precision and speed", "evaluation", "outpu
 RECIPE_OPTIONS = {field.name: f"--{field.name.replace('_', '-')}" for field in dataclasses.fields(recipe.Recipe)}
 
 
-PAIR_NOTES = {"lr_scale": "; demo 0.5 for a pair outside the Latin script"}  # recipe.recipe_for
+PAIR_NOTES = {  # recipe.recipe_for
+    "lr_scale": "; demo 0.5 for a pair outside the Latin script",
+    "vocab_size": "; demo 4000 for a pair outside the Latin script",
+}
 
 
 def preset_values(name: str) -> str:
