@@ -8,11 +8,12 @@ to POST /translate (1: one sentence a request), one request after the other, unt
 once. Reported: sentences per second (all sentences / wall time), the median (p50) and 95th percentile (p95) of
 request latency and the server's mean batch in sentences (from its /metrics). Beside them the offline job: the same
 backend, in this process, translating all the sentences in batches of similar length within `--max-tokens` source
-tokens; and the same job cut first into groups of as many sentences as the most clients have in flight (clients x
-per-request), each group batched alone: the most that batching across those requests can give, since no batch can
-hold more. Ratios printed: server at the most clients / offline (the target: at least 0.8) and / offline in groups,
-server at the most clients / one client (at least 4), and CTranslate2 int8 / torch bf16 at the most clients (at
-least 2).
+tokens; the same job cut first into groups of as many sentences as the most clients have in flight (clients x
+per-request), each group batched alone: what batching those requests as they come can give, since no batch can hold
+more; and the same groups made of sentences of similar length (all sorted by length, then cut): what a scheduler that
+kept the lengths of a batch alike could give with that many in flight. Ratios printed: server at the most clients /
+offline (the target: at least 0.8), / offline in groups and / in sorted groups, server at the most clients / one
+client (at least 4), and CTranslate2 int8 / torch bf16 at the most clients (at least 2).
 
 Sentences: the English side of the built-in corpus's test split (`--pair`, built on first use), or `--sentences
 FILE` (a JSONL file of the corpus layout, or plain text, one sentence a line), first split into sentences as the
@@ -152,8 +153,9 @@ def measure_server(url: str, sentences: list[str], per_request: int, clients: in
 def measure_offline(
     model: str, system: str, sentences: list[str], max_tokens: int, group: int, cache: Path
 ) -> dict[str, float]:
-    """Sentences per second of the same backend translating all the sentences as one batch job ("offline"), and
-    in groups of `group` consecutive sentences, each group batched alone ("offline_in_groups")."""
+    """Sentences per second of the same backend translating all the sentences as one batch job ("offline"), in
+    groups of `group` consecutive sentences, each group batched alone ("offline_in_groups"), and in groups of `group`
+    sentences of similar length ("offline_in_sorted_groups")."""
     backend_name, kind = SYSTEMS[system]
     translator = load_translator(model)
     backend = TorchBackend(translator, kind) if backend_name == "torch" else CTranslate2Backend(translator, kind, cache)
@@ -171,6 +173,11 @@ def measure_offline(
             for batch in batches(start, start + step):
                 backend.translate([sentences[i] for i in batch])
         speeds[name] = len(sentences) / (time.perf_counter() - started)
+    by_length = np.argsort(lengths, kind="stable")
+    started = time.perf_counter()
+    for start in range(0, len(sentences), group):
+        backend.translate([sentences[i] for i in by_length[start : start + group]])
+    speeds["offline_in_sorted_groups"] = len(sentences) / (time.perf_counter() - started)
     return speeds
 
 
@@ -221,22 +228,27 @@ def main(argv: list[str] | None = None) -> dict:
                 process.terminate()
                 process.wait(timeout=120)
     print(f"{len(sentences)} sentences ({args.pair}), {args.per_request} a request, model {args.model}")
-    header = f"| system | offline sent/s | offline in groups of {most * args.per_request} | "
+    group = most * args.per_request
+    header = f"| system | offline sent/s | offline in groups of {group} | in sorted groups of {group} | "
     print(header + " | ".join(f"{c} clients: sent/s, p50, p95, batch" for c in args.clients) + " |")
-    print("|---" * (3 + len(args.clients)) + "|")
+    print("|---" * (4 + len(args.clients)) + "|")
     for system, result in results.items():
         cells = [
             f"{r['sentences_per_second']:.1f}, {r['p50'] * 1000:.0f} ms, {r['p95'] * 1000:.0f} ms, "
             f"{r['sentences_per_batch']:.0f}"
             for r in (result[c] for c in args.clients)
         ]
-        offline = f"| {system} | {result['offline']:.1f} | {result['offline_in_groups']:.1f} | "
+        offline = (
+            f"| {system} | {result['offline']:.1f} | {result['offline_in_groups']:.1f} | "
+            f"{result['offline_in_sorted_groups']:.1f} | "
+        )
         print(offline + " | ".join(cells) + " |")
     for system, result in results.items():
         at_most = result[most]["sentences_per_second"]
         print(
             f"{system}: {most} clients / offline {at_most / result['offline']:.2f}x, "
             f"/ offline in groups {at_most / result['offline_in_groups']:.2f}x, "
+            f"/ in sorted groups {at_most / result['offline_in_sorted_groups']:.2f}x, "
             f"{most} clients / {fewest} client(s) {at_most / result[fewest]['sentences_per_second']:.2f}x"
         )
     if {"ct2-int8", "torch-bf16"} <= results.keys():
