@@ -9,7 +9,7 @@ as the jemalloc or tcmalloc preloads that CPU training guides recommend would, w
 """
 
 import ctypes
-import sys
+import platform
 
 # glibc's malloc.h: the mallopt parameters
 M_TRIM_THRESHOLD = -1
@@ -24,10 +24,8 @@ TOP_PAD = 64 << 20  # the heap grows 64 MB at a time, not a tensor at a time
 def reuse_freed_memory() -> bool:
     """Set glibc's malloc to keep freed memory for reuse (see the module's docstring). Returns whether it did: False
     where the C library is not glibc (macOS, Windows, musl), which is left as it is."""
-    if not sys.platform.startswith("linux"):
+    if platform.libc_ver()[0] != "glibc":
         return False
     libc = ctypes.CDLL(None)
-    if not hasattr(libc, "gnu_get_libc_version"):  # musl and others: their malloc is not glibc's
-        return False
     settings = ((M_MMAP_THRESHOLD, MMAP_THRESHOLD), (M_TRIM_THRESHOLD, TRIM_THRESHOLD), (M_TOP_PAD, TOP_PAD))
     return all(libc.mallopt(parameter, value) == 1 for parameter, value in settings)

@@ -33,9 +33,12 @@ GROUPS = ("data", "model", "recipe", "precision and speed", "evaluation", "outpu
 RECIPE_OPTIONS = {field.name: f"--{field.name.replace('_', '-')}" for field in dataclasses.fields(recipe.Recipe)}
 
 
-PAIR_NOTES = {  # recipe.recipe_for
-    "lr_scale": "; demo 0.5 for a pair outside the Latin script",
-    "vocab_size": "; demo 4000 for a pair outside the Latin script",
+# For --help: the demo's values that `recipe.recipe_for` changes for a pair outside the Latin script (en-ar here).
+OUTSIDE_LATIN = recipe.recipe_for("demo", "en", "ar")
+PAIR_NOTES = {
+    field.name: f"; demo {getattr(OUTSIDE_LATIN, field.name):g} for a pair outside the Latin script"
+    for field in dataclasses.fields(recipe.Recipe)
+    if getattr(OUTSIDE_LATIN, field.name) != getattr(recipe.RECIPES["demo"], field.name)
 }
 
 
