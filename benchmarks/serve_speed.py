@@ -1,12 +1,14 @@
 """Serving speed: vanilla-serve's throughput and latency at 1, 8 and 32 concurrent clients against the offline batch
 job of the same backend (vanilla-translate's batching: the ceiling that batching across requests aims at).
 
-For each system (torch fp32 and bf16, CTranslate2 float32 and int8), the script starts `vanilla-serve MODEL` with
+For each system (torch fp32 and bf16 with vanilla-serve's continuous batching, by default, or batch by batch: the
+`-batches` systems, `--batching batches`; CTranslate2 float32 and int8), the script starts `vanilla-serve MODEL` with
 that backend in a process of its own on a free port of 127.0.0.1 (no cache: `--cache-size 0`), and for each client
 count runs that many client threads, each posting `--per-request` consecutive sentences as one paragraph per request
 to POST /translate (1: one sentence a request), one request after the other, until every sentence has been sent
 once. Reported: sentences per second (all sentences / wall time), the median (p50) and 95th percentile (p95) of
-request latency and the server's mean batch in sentences (from its /metrics). Beside them the offline job: the same
+request latency and the server's mean batch in sentences (from its /metrics: with continuous batching, the
+sentences in the batch at each decoding step). Beside them the offline job: the same
 backend, in this process, translating all the sentences in batches of similar length within `--max-tokens` source
 tokens; the same job cut first into groups of as many sentences as the most clients have in flight (clients x
 per-request), each group batched alone: what batching those requests as they come can give, since no batch can hold
@@ -42,12 +44,15 @@ from vanilla_training.serving.paragraphs import sentences as sentences_of
 from vanilla_training.serving.paragraphs import split_text
 from vanilla_training.translator import load_translator
 
-SYSTEMS = {
-    "torch-fp32": ("torch", "fp32"),
-    "torch-bf16": ("torch", "bf16"),
-    "ct2-float32": ("ctranslate2", "float32"),
-    "ct2-int8": ("ctranslate2", "int8"),
+SYSTEMS = {  # backend, precision or quantization, vanilla-serve's --batching
+    "torch-fp32": ("torch", "fp32", "continuous"),
+    "torch-bf16": ("torch", "bf16", "continuous"),
+    "torch-fp32-batches": ("torch", "fp32", "batches"),
+    "torch-bf16-batches": ("torch", "bf16", "batches"),
+    "ct2-float32": ("ctranslate2", "float32", "batches"),
+    "ct2-int8": ("ctranslate2", "int8", "batches"),
 }
+DEFAULT_SYSTEMS = "torch-fp32,torch-bf16,ct2-float32,ct2-int8"
 
 
 def read_sentences(args: argparse.Namespace) -> list[str]:
@@ -79,9 +84,10 @@ def start_server(
     model: str, system: str, cache: Path, log: Path, max_tokens: int | None
 ) -> tuple[subprocess.Popen, str]:
     """vanilla-serve with the system's backend (and `max_tokens` a batch, if given), once it answers /health."""
-    backend, kind = SYSTEMS[system]
+    backend, kind, batching = SYSTEMS[system]
     port = free_port()
-    option = ["--precision", kind] if backend == "torch" else ["--quantization", kind, "--ct2-cache", str(cache)]
+    option = ["--precision", kind, "--batching", batching] if backend == "torch" else []
+    option += [] if backend == "torch" else ["--quantization", kind, "--ct2-cache", str(cache)]
     command = [sys.executable, "-m", "vanilla_training.cli.serve", model, "--port", str(port), "--backend", backend]
     command += [*option, "--cache-size", "0", "--log-level", "warning", "--max-queue", "100000"]
     command += [] if max_tokens is None else ["--max-tokens", str(max_tokens)]
@@ -156,7 +162,7 @@ def measure_offline(
     """Sentences per second of the same backend translating all the sentences as one batch job ("offline"), in
     groups of `group` consecutive sentences, each group batched alone ("offline_in_groups"), and in groups of `group`
     sentences of similar length ("offline_in_sorted_groups")."""
-    backend_name, kind = SYSTEMS[system]
+    backend_name, kind, _ = SYSTEMS[system]
     translator = load_translator(model)
     backend = TorchBackend(translator, kind) if backend_name == "torch" else CTranslate2Backend(translator, kind, cache)
     lengths = np.array(translator.token_counts(sentences))
@@ -189,7 +195,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--limit", type=int, default=1000, help="at most this many sentences (default: 1000)")
     parser.add_argument("--per-request", type=int, default=1, help="sentences per request (default: 1)")
     parser.add_argument("--clients", default="1,8,32", help="concurrent client counts (default: 1,8,32)")
-    parser.add_argument("--systems", default=",".join(SYSTEMS), help=f"of {', '.join(SYSTEMS)} (default: all)")
+    parser.add_argument(
+        "--systems", default=DEFAULT_SYSTEMS, help=f"of {', '.join(SYSTEMS)} (default: {DEFAULT_SYSTEMS})"
+    )
     parser.add_argument("--max-tokens", type=int, default=4096, help="offline batch budget (default: 4096)")
     parser.add_argument(
         "--server-max-tokens", type=int, help="vanilla-serve's --max-tokens (default: vanilla-serve's own)"
@@ -214,9 +222,13 @@ def main(argv: list[str] | None = None) -> dict:
     most, fewest = max(args.clients), min(args.clients)
     with tempfile.TemporaryDirectory(prefix="serve-speed-") as folder:
         cache = Path(folder) / "ct2"
+        offline: dict[tuple[str, str], dict[str, float]] = {}  # by backend and kind: the server's batching aside
         for system in args.systems:
             group = most * args.per_request
-            results[system] = measure_offline(args.model, system, sentences, args.max_tokens, group, cache)
+            backend = SYSTEMS[system][:2]
+            if backend not in offline:
+                offline[backend] = measure_offline(args.model, system, sentences, args.max_tokens, group, cache)
+            results[system] = dict(offline[backend])
             process, url = start_server(
                 args.model, system, cache, Path(folder) / f"{system}.log", args.server_max_tokens
             )

@@ -137,7 +137,12 @@ class SinusoidalPositionalEncoding(nn.Module):
 
     def forward(self, start: int | torch.Tensor, length: int, like: torch.Tensor) -> torch.Tensor:
         """`start` is an int, or a 0-d tensor (a static cache's length: compiled decoding steps read their positions
-        from it without waiting for the device); with a tensor the caller has reserved the rows."""
+        from it without waiting for the device; the caller has reserved the rows), or a `(batch, length)` tensor
+        holding each row's own positions (rows decoded at different steps)."""
+        if isinstance(start, torch.Tensor) and start.dim() == 2:
+            if not is_torchdynamo_compiling():
+                self.reserve(int(start.max()) + 1)
+            return self.table[start].to(like.dtype)
         if isinstance(start, int):
             self.reserve(start + length)
         positions = torch.arange(length, device=self.table.device) + start
@@ -451,7 +456,8 @@ class VanillaStack(VanillaPreTrainedModel):
         check_ids: bool = True,
     ) -> torch.Tensor:
         """Dropout(Embedding(tokens) * sqrt(d_model) + PE(positions)) (sections 3.4, 3.5 and 5.4), positions from
-        `past_length` on (an int, or a 0-d tensor inside a compiled decoding step with a static cache). `check_ids`
+        `past_length` on (an int, or a 0-d tensor inside a compiled decoding step with a static cache), or each
+        row's own positions where `past_length` is a `(batch, length)` tensor. `check_ids`
         checks the ids against the vocabulary (a cached decoding step's ids come from generate, which checked them).
 
         `inputs_embeds`, if given instead of ids, is the raw embedding lookup (what `get_input_embeddings()`
@@ -536,10 +542,14 @@ class VanillaDecoder(VanillaStack):
         cache: Cache | None = None,
         inputs_embeds: torch.Tensor | None = None,
         use_cache: bool | None = None,
+        position_ids: torch.LongTensor | None = None,
         **kwargs: Unpack[TransformersKwargs],
     ) -> BaseModelOutputWithPastAndCrossAttentions:
         """`attention_mask` is the target padding mask over past and current positions; `encoder_attention_mask`
-        the source padding mask. With `use_cache`, keys and values are kept in an `EncoderDecoderCache`."""
+        the source padding mask. With `use_cache`, keys and values are kept in an `EncoderDecoderCache`.
+        `position_ids`, `(batch, length)`, gives each row's positions where rows are at different steps (a row that
+        joined a running batch later: its earlier cache entries are padding, masked by `attention_mask`); by
+        default every row's positions follow the cache's length."""
         if encoder_hidden_states is None:
             raise ValueError("the decoder needs encoder_hidden_states: it attends over the encoder output")
         if use_cache and cache is None:
@@ -556,7 +566,16 @@ class VanillaDecoder(VanillaStack):
         known_length = past_length if isinstance(past_length, int) else None
         first_step = known_length == 0  # later steps read ids and masks already checked
 
-        hidden_states = self.embed(input_ids, inputs_embeds, past_length, "decoder_input_ids", check_ids=first_step)
+        positions = past_length
+        if position_ids is not None:
+            inputs = input_ids if input_ids is not None else inputs_embeds
+            if inputs is not None and tuple(position_ids.shape) != tuple(inputs.shape[:2]):
+                raise ValueError(
+                    f"decoder position_ids must be (batch, length) = {tuple(inputs.shape[:2])}, got shape "
+                    f"{tuple(position_ids.shape)}"
+                )
+            positions = position_ids
+        hidden_states = self.embed(input_ids, inputs_embeds, positions, "decoder_input_ids", check_ids=first_step)
         batch_size, length = hidden_states.shape[:2]
         if known_length is not None:
             expected = (batch_size, known_length + length)
@@ -646,9 +665,11 @@ class VanillaModel(VanillaPreTrainedModel):
         inputs_embeds: torch.Tensor | None = None,
         decoder_inputs_embeds: torch.Tensor | None = None,
         use_cache: bool | None = None,
+        decoder_position_ids: torch.LongTensor | None = None,
         **kwargs: Unpack[TransformersKwargs],
     ) -> Seq2SeqModelOutput:
-        """Encodes the source (unless `encoder_outputs` is given) and decodes the right-shifted target."""
+        """Encodes the source (unless `encoder_outputs` is given) and decodes the right-shifted target
+        (`decoder_position_ids`: the decoder's `position_ids`)."""
         if encoder_outputs is None:
             encoder_outputs = self.encoder(
                 input_ids=input_ids, attention_mask=attention_mask, inputs_embeds=inputs_embeds, **kwargs
@@ -668,6 +689,7 @@ class VanillaModel(VanillaPreTrainedModel):
             cache=cache,
             inputs_embeds=decoder_inputs_embeds,
             use_cache=use_cache,
+            position_ids=decoder_position_ids,
             **kwargs,
         )
         return Seq2SeqModelOutput(
@@ -760,6 +782,7 @@ class VanillaForConditionalGeneration(VanillaPreTrainedModel, GenerationMixin):
         decoder_inputs_embeds: torch.Tensor | None = None,
         labels: torch.LongTensor | None = None,
         use_cache: bool | None = None,
+        decoder_position_ids: torch.LongTensor | None = None,
         **kwargs: Unpack[TransformersKwargs],
     ) -> Seq2SeqLMOutput:
         """Logits over the shared vocabulary for every target position; with `labels` (target ids, -100 to
@@ -780,6 +803,7 @@ class VanillaForConditionalGeneration(VanillaPreTrainedModel, GenerationMixin):
             inputs_embeds=inputs_embeds,
             decoder_inputs_embeds=decoder_inputs_embeds,
             use_cache=use_cache,
+            decoder_position_ids=decoder_position_ids,
             **kwargs,
         )
         logits = self.lm_head(outputs.last_hidden_state)

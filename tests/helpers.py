@@ -75,6 +75,21 @@ def toy_pairs(rng: random.Random, count: int, min_words: int = 2, max_words: int
     return [(" ".join(words), " ".join(WORDS[word] for word in words)) for words in english]
 
 
+def train_on_toy_pairs(model, tokenizer, pairs: list[tuple[str, str]], rng: random.Random, steps: int = 150):
+    """`model` trained for `steps` Adam steps of 32 toy pairs (a few seconds), in evaluation mode after."""
+    model.train()
+    optimizer = torch.optim.Adam(model.parameters(), lr=3e-3)
+    for _ in range(steps):
+        batch = rng.sample(pairs, 32)
+        encoded = tokenizer([s for s, _ in batch], text_target=[t for _, t in batch], padding=True, return_tensors="pt")
+        labels = encoded["labels"].masked_fill(encoded["labels"] == tokenizer.pad_token_id, -100)
+        loss = model(input_ids=encoded["input_ids"], attention_mask=encoded["attention_mask"], labels=labels).loss
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    return model.eval()
+
+
 def write_toy_corpus(folder: Path, sizes: dict[str, int], seed: int = 0) -> dict[str, Path]:
     """The toy task in the built-in corpus's JSONL layout, one file per split."""
     rng = random.Random(seed)

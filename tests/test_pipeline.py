@@ -17,7 +17,7 @@ from transformers import pipeline
 from modeling_vanilla import TranslationPipeline, VanillaConfig, VanillaForConditionalGeneration
 from vanilla_training.tokenizer import train_joint_bpe
 
-from helpers import toy_pairs
+from helpers import toy_pairs, train_on_toy_pairs
 
 IN_DOMAIN = ["one two three", "the big red house", "house", "two two one big the red three house big"]
 UNKNOWN = "hello world"  # words the model never saw: it translates them up to the length limit
@@ -43,17 +43,7 @@ def translator() -> tuple[VanillaForConditionalGeneration, object]:
         decoder_ffn_dim=64,
         dropout=0.0,
     )
-    model = VanillaForConditionalGeneration(config)
-    optimizer = torch.optim.Adam(model.parameters(), lr=3e-3)
-    for _ in range(150):
-        batch = rng.sample(pairs, 32)
-        encoded = tokenizer([s for s, _ in batch], text_target=[t for _, t in batch], padding=True, return_tensors="pt")
-        labels = encoded["labels"].masked_fill(encoded["labels"] == tokenizer.pad_token_id, -100)
-        loss = model(input_ids=encoded["input_ids"], attention_mask=encoded["attention_mask"], labels=labels).loss
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
-    return model.eval(), tokenizer
+    return train_on_toy_pairs(VanillaForConditionalGeneration(config), tokenizer, pairs, rng), tokenizer
 
 
 @pytest.fixture(scope="module")

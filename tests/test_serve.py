@@ -413,18 +413,32 @@ def test_a_full_queue_answers_503_at_once(translator):
         assert first.result(timeout=TIMEOUT)[0] == 200
 
 
+def refuse_bad(sentences: list[str]) -> None:
+    if any("BAD" in sentence for sentence in sentences):
+        raise RuntimeError("this input breaks the model")
+
+
 class FailsOnBad(TorchBackend):
-    """The torch backend, failing on any batch that holds the word "BAD" (a model input it cannot take)."""
+    """The torch backend, failing on any batch that holds the word "BAD" (a model input it cannot take), or with
+    continuous batching on any group of sentences joining the decoder's batch that holds it."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        if self.decoder is not None:
+            join = self.decoder.join
+            self.decoder.join = lambda keys, sentences: refuse_bad(sentences) or join(keys, sentences)
 
     def translate(self, sentences: list[str], hypotheses: int = 1) -> list[list[str]]:
-        if any("BAD" in sentence for sentence in sentences):
-            raise RuntimeError("this input breaks the model")
+        refuse_bad(sentences)
         return super().translate(sentences, hypotheses)
 
 
-def test_a_request_the_model_fails_on_fails_alone_and_the_server_keeps_serving(translator):
+@pytest.mark.parametrize("batching", ["continuous", "batches"])
+def test_a_request_the_model_fails_on_fails_alone_and_the_server_keeps_serving(translator, batching):
     expected = offline(translator, LINES[:2])
-    with InProcessServer([FailsOnBad(translator, "fp32")], Settings(wait_ms=200)) as server:
+    backend = FailsOnBad(translator, "fp32", batching=batching)
+    assert (backend.decoder is not None) == (batching == "continuous")
+    with InProcessServer([backend], Settings(wait_ms=200)) as server:
         with ThreadPoolExecutor(3) as pool:  # within one batching window: one batch, then each sentence alone
             answers = list(
                 pool.map(

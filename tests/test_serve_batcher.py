@@ -1,8 +1,10 @@
 """The cross-request batcher with a stand-in model: answers go back to their own requests in order, concurrent
 requests share batches within the token budget, a full queue refuses at once, the cache answers repeats, a failing
-sentence fails alone and a cancelled request's sentences are dropped."""
+sentence fails alone and a cancelled request's sentences are dropped; and the same with a stand-in continuous
+decoder, whose batch sentences join and leave step by step."""
 
 import asyncio
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -18,8 +20,6 @@ class StandIn:
         self.delay = delay
 
     def __call__(self, sentences: list[str], hypotheses: int) -> list[list[str]]:
-        import time
-
         time.sleep(self.delay)
         self.batches.append((list(sentences), hypotheses))
         if any("BAD" in sentence for sentence in sentences):
@@ -31,12 +31,49 @@ def word_counts(sentences: list[str]) -> list[int]:
     return [len(sentence.split()) + 1 for sentence in sentences]
 
 
-def run(coroutine_function, model: StandIn, **options):
-    """Runs `coroutine_function(batcher)` with a started batcher over `model`, and closes it."""
+class StandInDecoder:
+    """A continuous decoder that needs one step (2 ms) per word of a sentence and answers it reversed (as many
+    hypotheses as `beams`); it records the sentences in its batch at every step, and fails to take "BAD"."""
+
+    def __init__(self, beams: int = 2):
+        self.beams = beams
+        self.remaining: dict = {}  # steps left, by handle
+        self.sentences: dict = {}
+        self.steps: list[list[str]] = []
+
+    @property
+    def keys(self) -> list:
+        return list(self.remaining)
+
+    def join(self, keys: list, sentences: list[str]) -> list:
+        if any("BAD" in sentence for sentence in sentences):
+            raise RuntimeError("the model cannot take BAD")
+        for key, sentence in zip(keys, sentences, strict=True):
+            self.remaining[key], self.sentences[key] = len(sentence.split()), sentence
+        return []
+
+    def step(self) -> list:
+        time.sleep(0.002)
+        self.steps.append([self.sentences[key] for key in self.remaining])
+        for key in self.remaining:
+            self.remaining[key] -= 1
+        done = [key for key, left in self.remaining.items() if left <= 0]
+        for key in done:
+            del self.remaining[key]
+        texts = {key: self.sentences.pop(key)[::-1] for key in done}
+        return [(key, [f"{texts[key]}#{rank}" for rank in range(self.beams)]) for key in done]
+
+    def drop(self, keys: set) -> None:
+        for key in keys:
+            self.remaining.pop(key, None)
+
+
+def run(coroutine_function, model: StandIn, decoder: StandInDecoder | None = None, **options):
+    """Runs `coroutine_function(batcher)` with a started batcher over `model` (and `decoder`), and closes it."""
 
     async def main():
         with ThreadPoolExecutor(max_workers=1) as executor:
-            batcher = Batcher(model, word_counts, executor, **options)
+            batcher = Batcher(model, word_counts, executor, decoder=decoder, **options)
             batcher.start()
             try:
                 return await asyncio.wait_for(coroutine_function(batcher), timeout=30)
@@ -145,3 +182,65 @@ def test_a_cancelled_request_costs_no_model_time():
 
     assert run(clients, model, wait_ms=100) == [["ereh llits#0"]]
     assert [batch for batch, _ in model.batches] == [["still here"]]
+
+
+def test_with_a_continuous_decoder_sentences_join_and_leave_its_batch_step_by_step():
+    model, decoder = StandIn(), StandInDecoder()
+    requests = [[f"request {r} sentence {s} " + "w " * ((r * 7 + s) % 5) for s in range(r % 4 + 1)] for r in range(40)]
+
+    async def clients(batcher):
+        async def client(number, sentences):
+            await asyncio.sleep(0.002 * number)  # requests arrive while others are being decoded
+            return await batcher.translate(sentences, hypotheses=number % 2 + 1)
+
+        return await asyncio.gather(*(client(n, sentences) for n, sentences in enumerate(requests)))
+
+    answers = run(clients, model, decoder, wait_ms=1, max_tokens=60, cache_size=0)
+    expected = [
+        [[f"{s[::-1]}#{rank}" for rank in range(n % 2 + 1)] for s in request] for n, request in enumerate(requests)
+    ]
+    assert answers == expected
+    assert model.batches == [] and not decoder.keys  # every sentence went through the decoder, and left it
+    for batch in decoder.steps:
+        assert sum(word_counts(batch)) <= 60  # the token budget
+    pairs = zip(decoder.steps, decoder.steps[1:], strict=False)
+    joined_while_decoding = [sentence for before, after in pairs for sentence in set(after) - set(before)]
+    assert joined_while_decoding and max(map(len, decoder.steps)) > 4
+
+
+def test_with_a_continuous_decoder_more_hypotheses_than_its_beams_go_batch_by_batch():
+    model, decoder = StandIn(), StandInDecoder(beams=2)
+
+    async def clients(batcher):
+        return await asyncio.gather(batcher.translate(["a b"], hypotheses=2), batcher.translate(["c d"], hypotheses=3))
+
+    assert run(clients, model, decoder, wait_ms=20) == [[["b a#0", "b a#1"]], [["d c#0", "d c#1", "d c#2"]]]
+    assert model.batches == [(["c d"], 3)] and decoder.steps == [["a b"], ["a b"]]
+
+
+def test_with_a_continuous_decoder_a_failing_sentence_fails_alone():
+    model, decoder = StandIn(), StandInDecoder()
+
+    async def clients(batcher):
+        return await asyncio.gather(
+            batcher.translate(["good one"]), batcher.translate(["BAD one"]), return_exceptions=True
+        )
+
+    good, bad = run(clients, model, decoder, wait_ms=50)
+    assert good == [["eno doog#0"]]
+    assert isinstance(bad, RuntimeError) and "cannot take BAD" in str(bad)
+
+
+def test_with_a_continuous_decoder_a_cancelled_request_leaves_its_batch():
+    model, decoder = StandIn(), StandInDecoder()
+
+    async def clients(batcher):
+        gone = asyncio.ensure_future(batcher.translate(["gone " * 400]))
+        while not decoder.steps:
+            await asyncio.sleep(0.001)
+        gone.cancel()
+        answer = await batcher.translate(["still here"])
+        return answer, batcher.outstanding
+
+    assert run(clients, model, decoder, wait_ms=1) == ([["ereh llits#0"]], 0)
+    assert len(decoder.steps) < 100 and decoder.steps[-1] == ["still here"]  # dropped long before its 400 steps

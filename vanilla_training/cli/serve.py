@@ -52,7 +52,7 @@ def non_negative(text: str) -> float:
 
 
 def parser() -> argparse.ArgumentParser:
-    from ..serving.backends import BACKENDS, PRECISIONS, QUANTIZATIONS
+    from ..serving.backends import BACKENDS, BATCHING, PRECISIONS, QUANTIZATIONS
 
     parser = argparse.ArgumentParser(
         prog="vanilla-serve", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -85,6 +85,13 @@ def parser() -> argparse.ArgumentParser:
         metavar="DIR",
         help="ctranslate2 backend: where models exported on the fly are "
         "kept (default: ~/.cache/vanilla-serve/ctranslate2)",
+    )
+    parser.add_argument(
+        "--batching",
+        choices=BATCHING,
+        default="continuous",
+        help="torch backend: continuous (default: sentences join the running batch and leave it at any decoding step) "
+        "or batches (each batch decoded to its longest sentence, as vanilla-translate does)",
     )
     parser.add_argument("--beams", type=positive, metavar="N", help="beam size (default: the model's own)")
     parser.add_argument(
@@ -190,7 +197,7 @@ def load_backend(model: str, args: argparse.Namespace) -> "Backend":
     if translator.languages is None:
         raise ValueError(f"{model} records no languages: give them as {model}:SOURCE-TARGET (e.g. {model}:en-de)")
     if args.backend == "torch":
-        backend = TorchBackend(translator, args.precision, args.beams)
+        backend = TorchBackend(translator, args.precision, args.beams, args.batching)
     else:
         backend = CTranslate2Backend(translator, args.quantization, args.ct2_cache, args.beams)
     print(f"{model}: {'-'.join(translator.languages)}, {backend.description}", file=sys.stderr, flush=True)

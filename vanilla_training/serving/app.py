@@ -274,6 +274,7 @@ def create_app(
                 max_queue=settings.max_queue,
                 cache_size=settings.cache_size,
                 metrics=metrics,
+                decoder=pair.backend.decoder,
             )
             pair.batcher.start()
         yield

@@ -16,8 +16,10 @@ from modeling_vanilla import EXTRA_OUTPUT_LENGTH
 
 from ..precision import resolve_precision
 from ..translator import Translator
+from .continuous import ContinuousDecoder, unsupported_settings
 
 BACKENDS = ("torch", "ctranslate2")
+BATCHING = ("continuous", "batches")
 PRECISIONS = ("auto", "fp32", "bf16")
 QUANTIZATIONS = ("float32", "int8")
 
@@ -27,6 +29,7 @@ class Backend(Protocol):
 
     translator: Translator
     description: str
+    decoder: ContinuousDecoder | None  # sentences join and leave its running batch step by step (torch only)
 
     def translate(self, sentences: list[str], hypotheses: int = 1) -> list[list[str]]:
         """The `hypotheses` best translations of each sentence, best first."""
@@ -39,16 +42,23 @@ def beam_size(translator: Translator, hypotheses: int, beams: int | None) -> int
 
 
 class TorchBackend:
-    """The model in torch: one best translation exactly as `vanilla-translate` (`Translator.translate`) computes
-    it; with more hypotheses, `generate` returns the beam's `n` best (`num_return_sequences`)."""
+    """The model in torch. With `batching="continuous"` (where the model's generation config has no setting that
+    `ContinuousDecoder` does not apply) the server decodes through `decoder`, each sentence by the beam search of
+    `generate` for it alone; `translate` decodes whole batches: one best translation exactly as `vanilla-translate`
+    (`Translator.translate`) computes it, or, with more hypotheses, the beam's `n` best (`num_return_sequences`)."""
 
-    def __init__(self, translator: Translator, precision: str = "auto", beams: int | None = None):
+    def __init__(
+        self, translator: Translator, precision: str = "auto", beams: int | None = None, batching: str = "continuous"
+    ):
         self.translator = translator
         self.precision = resolve_precision(precision)
         self.beams = beams
         if self.precision == "bf16":
             translator.model.to(torch.bfloat16)
-        self.description = f"torch {self.precision} on {translator.model.device}"
+        continuous = batching == "continuous" and not unsupported_settings(translator.model.generation_config)
+        self.decoder = ContinuousDecoder(translator.model, translator.tokenizer, beams) if continuous else None
+        batches = "continuous batching" if continuous else "batch by batch"
+        self.description = f"torch {self.precision} on {translator.model.device}, {batches}"
 
     def translate(self, sentences: list[str], hypotheses: int = 1) -> list[list[str]]:
         if hypotheses == 1:
@@ -92,6 +102,7 @@ class CTranslate2Backend:
 
         self.translator = translator
         self.beams = beams
+        self.decoder = None
         cache = cache or Path.home() / ".cache" / "vanilla-serve" / "ctranslate2"
         self.folder = ct2_model_folder(translator, quantization, cache)
         device = "cuda" if torch.cuda.is_available() else "cpu"

@@ -1,7 +1,10 @@
 """Batching across requests: the sentences of concurrent requests are gathered for a few milliseconds, cut into
 batches of similar lengths within a token budget, translated together and handed back to their own requests.
 
-A batch is gathered from when the model is free until no sentence has come for a few milliseconds. The queue is
+A batch is gathered from when the model is free until no sentence has come for a few milliseconds. With a
+continuous decoder (the torch backend's, `continuous.py`), gathering happens only when the model is idle: while it
+decodes, waiting sentences join its running batch at the next step, within the token budget, and each leaves it
+with its answer as soon as its beam search is done. The queue is
 bounded (in sentences): a request that would overfill it is refused at once (`QueueFull`) rather than
 left to wait. Answers are kept in an LRU cache, so that a repeated sentence costs no model call. The model runs in
 one worker thread, so that the event loop keeps answering while a batch is translated; a request whose client has
@@ -15,6 +18,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import Executor
 
+from .continuous import ContinuousDecoder
 from .metrics import Metrics
 
 GATHER_LIMIT = 10  # the longest gathering, in batch waits
@@ -86,6 +90,7 @@ class Batcher:
         max_queue: int = 2048,
         cache_size: int = 10_000,
         metrics: Metrics | None = None,
+        decoder: ContinuousDecoder | None = None,
     ):
         self.translate_batch = translate_batch
         self.count_tokens = count_tokens
@@ -96,6 +101,8 @@ class Batcher:
         self.max_queue = max_queue
         self.cache = LRUCache(cache_size)
         self.metrics = metrics or Metrics()
+        self.decoder = decoder
+        self.decoding: dict[int, Job] = {}  # the sentences in the continuous decoder's batch, by id
         self.pending: list[Job] = []
         self.outstanding = 0  # sentences queued or in a batch being translated
         self.arrived = asyncio.Event()
@@ -103,7 +110,8 @@ class Batcher:
 
     def start(self) -> None:
         """Starts the worker (in the running event loop)."""
-        self.worker = asyncio.get_running_loop().create_task(self._work(), name=f"batcher {self.name}")
+        work = self._work() if self.decoder is None else self._decode_continuously()
+        self.worker = asyncio.get_running_loop().create_task(work, name=f"batcher {self.name}")
 
     async def close(self) -> None:
         """Stops the worker once nothing is queued (the server has stopped taking requests)."""
@@ -157,26 +165,128 @@ class Batcher:
         The window opens when the model is free, not when the first sentence came: the clients answered by the
         last batch are back in time to join the next one, rather than waiting a whole batch behind it."""
         while True:
-            await self.arrived.wait()
-            opened = last = time.monotonic()
-            while sum(job.tokens for job in self.pending) < self.max_tokens:
-                remaining = min(last + self.wait, opened + GATHER_LIMIT * self.wait) - time.monotonic()
-                if remaining <= 0:
-                    break
-                self.arrived.clear()
-                try:
-                    await asyncio.wait_for(self.arrived.wait(), remaining)
-                except asyncio.TimeoutError:
-                    break
-                last = time.monotonic()
+            await self._gather()
             jobs, self.pending = self.pending, []
+            await self._run_batches(jobs)
+
+    async def _gather(self) -> None:
+        """Waits for a sentence, then for others until none has come for `wait` (see `_work`)."""
+        await self.arrived.wait()
+        opened = last = time.monotonic()
+        while sum(job.tokens for job in self.pending) < self.max_tokens:
+            remaining = min(last + self.wait, opened + GATHER_LIMIT * self.wait) - time.monotonic()
+            if remaining <= 0:
+                break
             self.arrived.clear()
-            by_hypotheses = collections.defaultdict(list)
-            for job in jobs:
-                by_hypotheses[job.hypotheses].append(job)
-            for hypotheses, group in by_hypotheses.items():
-                for batch in token_budget_batches(group, self.max_tokens):
-                    await self._run(batch, hypotheses)
+            try:
+                await asyncio.wait_for(self.arrived.wait(), remaining)
+            except asyncio.TimeoutError:
+                break
+            last = time.monotonic()
+        self.arrived.clear()
+
+    async def _run_batches(self, jobs: list[Job]) -> None:
+        """Translates `jobs` in token-budgeted batches of similar lengths, those asking the same number of
+        hypotheses together."""
+        by_hypotheses = collections.defaultdict(list)
+        for job in jobs:
+            by_hypotheses[job.hypotheses].append(job)
+        for hypotheses, group in by_hypotheses.items():
+            for batch in token_budget_batches(group, self.max_tokens):
+                await self._run(batch, hypotheses)
+
+    async def _decode_continuously(self) -> None:
+        """Forever, with the continuous decoder: when it is idle, gather as `_work` does; then, step after step,
+        let waiting sentences join its batch while their source tokens fit in `max_tokens` (the first always
+        fits), make one decoding step, and answer the sentences it finished. Sentences whose client has gone
+        leave the batch; those asking more hypotheses than the beam holds go batch by batch (`_run`)."""
+        decoder = self.decoder
+        while True:
+            if not self.decoding:
+                await self._gather()
+            gone = {key for key, job in self.decoding.items() if job.future.done()}
+            decoder.drop(gone)
+            for key in gone:
+                del self.decoding[key]
+            self._count(-len(gone))
+            wide = [job for job in self.pending if job.hypotheses > decoder.beams]
+            if wide:
+                self.pending = [job for job in self.pending if job.hypotheses <= decoder.beams]
+                await self._run_batches(wide)
+            joining = self._admit()
+            if joining:
+                await self._join(joining)
+            if self.decoding:
+                await self._step()
+
+    def _admit(self) -> list[Job]:
+        """The waiting sentences that join the decoder's batch now, first come first: while their source tokens
+        and the batch's fit in `max_tokens`. Sentences of requests already gone are dropped."""
+        budget = self.max_tokens - sum(job.tokens for job in self.decoding.values())
+        joining, waiting = [], []
+        for job in self.pending:
+            if job.future.done():
+                self._count(-1)
+            elif not waiting and (job.tokens <= budget or not (self.decoding or joining)):
+                joining.append(job)
+                budget -= job.tokens
+            else:
+                waiting.append(job)
+        self.pending = waiting
+        return joining
+
+    async def _join(self, jobs: list[Job]) -> None:
+        """Adds `jobs` to the decoder's batch; if that fails, each is tried alone, so that only the sentence at
+        fault fails."""
+        loop = asyncio.get_running_loop()
+        started = time.monotonic()
+        for job in jobs:
+            self.metrics.queue_seconds.labels(self.name).observe(started - job.queued_at)
+        try:
+            done = await loop.run_in_executor(
+                self.executor, self.decoder.join, [id(job) for job in jobs], [job.sentence for job in jobs]
+            )
+        except Exception as error:
+            if len(jobs) > 1:
+                for job in jobs:
+                    await self._join([job])
+                return
+            self._count(-1)
+            if not jobs[0].future.done():
+                jobs[0].future.set_exception(error)
+            return
+        self.decoding.update((id(job), job) for job in jobs)
+        self._answer(done)
+
+    async def _step(self) -> None:
+        """One decoding step of the decoder's batch; if it fails, every sentence in the batch fails with it."""
+        loop = asyncio.get_running_loop()
+        started = time.monotonic()
+        self.metrics.batch_sentences.labels(self.name).observe(len(self.decoding))
+        try:
+            done = await loop.run_in_executor(self.executor, self.decoder.step)
+        except Exception as error:
+            self.decoder.drop(set(self.decoding))
+            for job in self.decoding.values():
+                if not job.future.done():
+                    job.future.set_exception(error)
+            self._count(-len(self.decoding))
+            self.decoding.clear()
+            return
+        self.metrics.batch_seconds.labels(self.name).observe(time.monotonic() - started)
+        self._answer(done)
+
+    def _answer(self, done: list[tuple[int, list[str]]]) -> None:
+        """Hands the decoder's finished sentences their answers (as many hypotheses as each asked)."""
+        for key, hypotheses in done:
+            job = self.decoding.pop(key)
+            result = hypotheses[: job.hypotheses]
+            self.metrics.sentences.labels(self.name, "model").inc()
+            self.metrics.tokens.labels(self.name).inc(job.tokens)
+            self.cache.put((job.sentence, job.hypotheses), result)
+            if not job.future.done():
+                job.future.set_result(result)
+        self._count(-len(done))
 
     async def _run(self, batch: list[Job], hypotheses: int) -> None:
         """Translates one batch and hands each answer to its request; if the batch fails, each sentence is tried

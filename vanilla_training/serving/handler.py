@@ -31,7 +31,7 @@ class EndpointHandler:
     def __init__(self, path: str = "", precision: str = "auto"):
         self.translator = load_translator(path or ".")
         self.source = self.translator.languages[0] if self.translator.languages else "en"
-        self.backend = TorchBackend(self.translator, precision)
+        self.backend = TorchBackend(self.translator, precision, batching="batches")
 
     def fits(self, sentence: str) -> bool:
         return self.translator.token_counts([sentence])[0] <= self.translator.max_length
