@@ -42,6 +42,7 @@ HANDLER_MODULES = (
     "vanilla_training/translator.py",
     "vanilla_training/serving/__init__.py",
     "vanilla_training/serving/backends.py",
+    "vanilla_training/serving/continuous.py",
     "vanilla_training/serving/documents.py",
     "vanilla_training/serving/html_text.py",
     "vanilla_training/serving/paragraphs.py",
