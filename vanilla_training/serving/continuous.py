@@ -23,10 +23,10 @@ from modeling_vanilla import EXTRA_OUTPUT_LENGTH
 
 # A score that never wins: transformers' beam search marks excluded candidates the same way.
 EXCLUDED = -1.0e9
-# Generation settings that make transformers add logits processors (or sample); the decoder here applies none.
+# Generation settings that make transformers add logits processors (or sample); of these the decoder here applies
+# only banned single tokens (`bad_words_ids` of one token each: OPUS-MT models ban their pad token).
 PROCESSOR_SETTINGS = (
     "do_sample",
-    "bad_words_ids",
     "sequence_bias",
     "suppress_tokens",
     "begin_suppress_tokens",
@@ -47,9 +47,19 @@ NEUTRAL_VALUES = (None, False, 0, 1.0, [])
 
 
 def unsupported_settings(config: GenerationConfig) -> list[str]:
-    """The settings of `config` that the continuous decoder does not apply (sampling, banned or forced tokens,
-    penalties, ...): a model whose generation config has any is translated batch by batch by `generate`."""
-    return [name for name in PROCESSOR_SETTINGS if getattr(config, name, None) not in NEUTRAL_VALUES]
+    """The settings of `config` that the continuous decoder does not apply (sampling, banned sequences of several
+    tokens, forced tokens, penalties, ...): a model whose generation config has any is translated batch by batch by
+    `generate`."""
+    unsupported = [name for name in PROCESSOR_SETTINGS if getattr(config, name, None) not in NEUTRAL_VALUES]
+    if any(len(sequence) != 1 for sequence in config.bad_words_ids or []):
+        unsupported.insert(0, "bad_words_ids")
+    return unsupported
+
+
+def banned_tokens(config: GenerationConfig) -> list[int]:
+    """The tokens `config.bad_words_ids` bans (one-token sequences), but an end token, as transformers leaves it."""
+    eos = set(_eos_ids(config))
+    return [sequence[0] for sequence in config.bad_words_ids or [] if sequence[0] not in eos]
 
 
 def _eos_ids(config: GenerationConfig) -> list[int]:
@@ -116,6 +126,7 @@ class ContinuousDecoder:
         self.candidates = max(2, 1 + len(self.eos_ids)) * self.beams
         self.filler = (config.pad_token_id or int(self.eos_ids[0])) if len(self.eos_ids) else -1
         self.start_id = config.decoder_start_token_id
+        self.banned = torch.tensor(banned_tokens(config), dtype=torch.long)
         self.beams_state: Beams | None = None
         self.cache: EncoderDecoderCache | None = None
         self.source_mask: torch.LongTensor | None = None  # (rows, longest source)
@@ -137,7 +148,7 @@ class ContinuousDecoder:
             decoder_input_ids=torch.full((count, 1), self.start_id, dtype=torch.long, device=device),
             use_cache=True,
         )
-        log_probs = F.log_softmax(output.logits[:, -1, :].to(torch.float32), dim=-1)
+        log_probs = self._log_probs(output.logits)
         source_lengths = inputs["attention_mask"].sum(dim=1).cpu()
         scores = torch.zeros(count, self.beams)
         scores[:, 1:] = EXCLUDED  # every beam starts as the same hypothesis: only the first is extended
@@ -154,7 +165,7 @@ class ContinuousDecoder:
             can_improve=torch.ones(count, dtype=torch.bool),
         )
         # Until its first step a newcomer's beams are one row of the cache: each beam's parent is that row.
-        parents, done = self._search_step(newcomers, log_probs.cpu()[:, None, :].expand(-1, self.beams, -1))
+        parents, done = self._search_step(newcomers, log_probs[:, None, :].expand(-1, self.beams, -1))
         answers = self._translations(newcomers, done)
         staying = torch.nonzero(~done).view(-1)
         if len(staying):
@@ -190,7 +201,7 @@ class ContinuousDecoder:
             cache=self.cache,
             use_cache=True,
         )
-        log_probs = F.log_softmax(output.logits[:, -1, :].to(torch.float32), dim=-1).cpu()
+        log_probs = self._log_probs(output.logits)
         sentences = len(beams.keys)
         parents, done = self._search_step(beams, log_probs.view(sentences, self.beams, -1))
         answers = self._translations(beams, done)
@@ -204,6 +215,13 @@ class ContinuousDecoder:
             return
         keep = torch.tensor([key not in keys for key in beams.keys])
         self._keep(keep, torch.arange(len(beams.keys) * self.beams).view(-1, self.beams))
+
+    def _log_probs(self, logits: torch.Tensor) -> torch.Tensor:
+        """Log-probabilities of the next token of every row, in float32 on the CPU, banned tokens at -inf (where
+        transformers' processors put them)."""
+        log_probs = F.log_softmax(logits[:, -1, :].to(torch.float32), dim=-1).cpu()
+        log_probs[:, self.banned] = -float("inf")
+        return log_probs
 
     def _translations(self, beams: Beams, done: torch.BoolTensor) -> list[tuple[Hashable, list[str]]]:
         """The finished hypotheses of the sentences that are done, as text, best first."""
