@@ -66,7 +66,7 @@ def _check_supported(model: PreTrainedModel, generation_config: GenerationConfig
             raise ValueError(f"gnmt_beam_search returns sequences and scores only: {option}=True is not supported")
 
 
-def _eos_ids(generation_config: GenerationConfig) -> list[int]:
+def eos_ids_of(generation_config: GenerationConfig) -> list[int]:
     """`generation_config.eos_token_id` as a list (none, one or several end-of-sequence ids)."""
     eos_ids = generation_config.eos_token_id
     return [] if eos_ids is None else [eos_ids] if isinstance(eos_ids, int) else list(eos_ids)
@@ -128,7 +128,7 @@ class _BeamSearch:
     def start(cls, input_ids: torch.LongTensor, generation_config: GenerationConfig) -> "_BeamSearch":
         """The search before the first step: `input_ids` is the decoder start of each hypothesis."""
         num_beams, max_length = generation_config.num_beams, generation_config.max_length
-        eos_ids = _eos_ids(generation_config)
+        eos_ids = eos_ids_of(generation_config)
         batch_size, prompt_length = input_ids.shape[0] // num_beams, input_ids.shape[1]
         device = input_ids.device
         candidates = max(2, 1 + len(eos_ids)) * num_beams

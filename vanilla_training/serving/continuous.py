@@ -20,9 +20,8 @@ from transformers import GenerationConfig, PreTrainedModel, PreTrainedTokenizerB
 from transformers.cache_utils import EncoderDecoderCache
 
 from modeling_vanilla import EXTRA_OUTPUT_LENGTH
+from modeling_vanilla.gnmt_beam_search import EXCLUDED, eos_ids_of
 
-# A score that never wins: transformers' beam search marks excluded candidates the same way.
-EXCLUDED = -1.0e9
 # Generation settings that make transformers add logits processors (or sample); of these the decoder here applies
 # only banned single tokens (`bad_words_ids` of one token each: OPUS-MT models ban their pad token).
 PROCESSOR_SETTINGS = (
@@ -58,24 +57,19 @@ def unsupported_settings(config: GenerationConfig) -> list[str]:
 
 def banned_tokens(config: GenerationConfig) -> list[int]:
     """The tokens `config.bad_words_ids` bans (one-token sequences), but an end token, as transformers leaves it."""
-    eos = set(_eos_ids(config))
+    eos = set(eos_ids_of(config))
     return [sequence[0] for sequence in config.bad_words_ids or [] if sequence[0] not in eos]
-
-
-def _eos_ids(config: GenerationConfig) -> list[int]:
-    eos = config.eos_token_id
-    return [] if eos is None else [eos] if isinstance(eos, int) else list(eos)
 
 
 @dataclasses.dataclass
 class Beams:
     """The beam search of the sentences in the batch, `(sentences, beams, ...)`, as transformers keeps it for a
-    batch, except that each sentence has its own step (`generated`) and length limit. Tokens are the generated ones
-    (the decoder start token left out), left-aligned, filled with the end token after their length."""
+    batch, except that each sentence has its own step (`generated`) and length limit (its source length + 50).
+    Tokens are the generated ones (the decoder start token left out), left-aligned, filled after their length with
+    transformers' filler (the pad id, or the end id)."""
 
     keys: list[Hashable]  # the caller's handle of each sentence
     source_lengths: torch.LongTensor  # (sentences,) source tokens, end token included
-    limits: torch.LongTensor  # (sentences,) most tokens each may generate: its source length + 50
     generated: torch.LongTensor  # (sentences,) tokens generated so far by every running hypothesis
     running: torch.LongTensor  # (sentences, beams, width)
     running_scores: torch.Tensor  # (sentences, beams) summed log-probabilities, float32
@@ -122,7 +116,7 @@ class ContinuousDecoder:
         self.alpha = config.length_penalty if config.length_penalty is not None else 1.0
         # Beam search of one hypothesis is greedy search only if it stops at its first finished hypothesis.
         self.early_stopping = True if self.beams == 1 else config.early_stopping
-        self.eos_ids = torch.tensor(_eos_ids(config), dtype=torch.long)
+        self.eos_ids = torch.tensor(eos_ids_of(config), dtype=torch.long)
         self.candidates = max(2, 1 + len(self.eos_ids)) * self.beams
         self.filler = (config.pad_token_id or int(self.eos_ids[0])) if len(self.eos_ids) else -1
         self.start_id = config.decoder_start_token_id
@@ -155,7 +149,6 @@ class ContinuousDecoder:
         newcomers = Beams(
             keys=list(keys),
             source_lengths=source_lengths,
-            limits=source_lengths + EXTRA_OUTPUT_LENGTH,
             generated=torch.zeros(count, dtype=torch.long),
             running=torch.full((count, self.beams, 1), self.filler, dtype=torch.long),
             running_scores=scores,
@@ -245,7 +238,8 @@ class ContinuousDecoder:
         running = F.pad(beams.running, (0, width - beams.running.shape[2]), value=self.filler)
         extended = running.gather(1, parents[:, :, None].expand(-1, -1, width)).clone()
         extended.scatter_(2, beams.generated[:, None, None].expand(-1, self.candidates, 1), tokens[:, :, None])
-        ends = torch.isin(tokens, self.eos_ids) | (length >= beams.limits)[:, None]
+        limits = beams.source_lengths + EXTRA_OUTPUT_LENGTH  # section 6.1: input length + 50
+        ends = torch.isin(tokens, self.eos_ids) | (length >= limits)[:, None]
 
         # The best candidates that did not end keep running.
         still_running = top_scores + ends.float() * EXCLUDED
@@ -269,7 +263,7 @@ class ContinuousDecoder:
         beams.generated = length
 
         # Can the best running beam still beat the worst finished one (transformers' heuristic)?
-        best_length = beams.limits if self.early_stopping == "never" and self.alpha > 0 else length
+        best_length = limits if self.early_stopping == "never" and self.alpha > 0 else length
         best_running = beams.running_scores[:, :1] / self._penalties(best_length)[:, None]
         worst = torch.where(beams.is_finished, beams.finished_scores.min(dim=1, keepdim=True).values, EXCLUDED)
         beams.can_improve &= (best_running > worst).any(dim=1)
