@@ -2,8 +2,6 @@
 data, and data parallelism (2 CPU processes give the weights of 1 process with the same global batch)."""
 
 import csv
-import dataclasses
-import functools
 import json
 import os
 import random
@@ -28,7 +26,7 @@ from vanilla_training.cli.average_checkpoints import main as average_main
 from vanilla_training.cli.train import main
 from vanilla_training.evaluation import corpus_bleu
 from vanilla_training.tokenizer import train_joint_bpe
-from vanilla_training.trainer import TrainingTimeBudget, TranslationTrainer
+from vanilla_training.trainer import TranslationTrainer
 
 from helpers import WORDS, fine_tune_args, free_port, tiny_model, toy_pairs, toy_run_args, write_toy_corpus
 
@@ -69,24 +67,6 @@ def test_learning_rate_follows_equation_3(tmp_path):
         assert scheduler.get_last_lr()[0] == pytest.approx(expected, rel=1e-9), step  # lr used by update `step`
         optimizer.step()
         scheduler.step()
-
-
-def test_a_cooldown_scales_equation_3_by_the_fraction_of_its_window_left(tmp_path):
-    budget = TrainingTimeBudget(seconds=100.0)
-    trainer = toy_trainer(tmp_path, warmup_steps=100)
-    trainer.cooldown = functools.partial(budget.cooldown_factor, 0.2)  # the last 20 s of 100
-    trainer.create_optimizer_and_scheduler(num_training_steps=2000)
-    optimizer, scheduler = trainer.optimizer, trainer.lr_scheduler
-    for step, elapsed in enumerate([0.0, 50.0, 80.0, 85.0, 95.0, 99.0, 100.0, 130.0], start=1):
-        budget.elapsed = elapsed
-        optimizer.step()
-        scheduler.step()  # sets the rate of update step + 1
-        left = {80.0: 1.0, 85.0: 0.75, 95.0: 0.25, 99.0: 0.05, 100.0: 0.0, 130.0: 0.0}.get(elapsed, 1.0)  # by hand
-        expected = 32**-0.5 * min((step + 1) ** -0.5, (step + 1) * 100**-1.5) * left
-        assert scheduler.get_last_lr()[0] == pytest.approx(expected, rel=1e-9, abs=1e-15), elapsed
-    for bad, reason in [(1.5, "cooldown must lie in [0, 1], got 1.5"), (0.2, "it needs max_train_minutes")]:
-        with pytest.raises(ValueError, match=re.escape(reason)):
-            dataclasses.replace(recipe.RECIPES["base"], cooldown=bad)
 
 
 def test_token_budget_batches_stay_within_budget_and_cover_every_example_once():

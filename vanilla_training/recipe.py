@@ -57,11 +57,6 @@ class Recipe:
     max_train_minutes: float = setting(
         "recipe", "training ends at the first step past this many minutes (0: no limit)", default=0.0
     )
-    cooldown: float = setting(
-        "recipe",
-        "last fraction of the time budget, in which the learning rate falls linearly to 0 (0: equation 3 throughout)",
-        default=0.0,
-    )
     selection: str = setting(
         "evaluation",
         "checkpoints averaged at the end: the last ones, or those ending at the best evaluation",
@@ -83,10 +78,6 @@ class Recipe:
         for name in ("label_smoothing", "dropout"):
             if getattr(self, name) is not None and not 0 <= getattr(self, name) < 1:
                 raise ValueError(f"{name} must lie in [0, 1), got {getattr(self, name)}")
-        if not 0 <= self.cooldown <= 1:
-            raise ValueError(f"cooldown must lie in [0, 1], got {self.cooldown}")
-        if self.cooldown and not self.max_train_minutes:
-            raise ValueError("cooldown is a fraction of the time budget: it needs max_train_minutes")
         if self.selection not in SELECTIONS:
             raise ValueError(f"selection must be one of {SELECTIONS}, got {self.selection!r}")
         if self.patience and self.selection != "best":

@@ -9,7 +9,6 @@ Hub-ready: model, tokenizer, generation config, code, metrics and a plot, and `f
 """
 
 import dataclasses
-import functools
 import json
 import time
 from collections.abc import Callable
@@ -236,7 +235,6 @@ def build_trainer(
         bleu_sources=bleu_sources[: run.bleu_sentences],
         bleu_references=bleu_references[: run.bleu_sentences],
         callbacks=callbacks,
-        cooldown=functools.partial(budget.cooldown_factor, run.cooldown) if budget and run.cooldown else None,
     )
     if budget and trainer.pop_callback(ProgressCallback):  # (absent where `disable_tqdm` holds)
         trainer.add_callback(TimeBudgetProgress(budget))

@@ -4,7 +4,6 @@ evaluation, and checkpoints that are either complete or absent."""
 
 import shutil
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import datasets
@@ -23,47 +22,32 @@ from .preprocess import LENGTH, lengths
 from .translator import translate
 
 
-def paper_schedule(
-    optimizer: torch.optim.Optimizer, warmup_steps: int, cooldown: Callable[[], float] | None = None
-) -> LambdaLR:
-    """Equation 3: lrate = d_model^-0.5 * min(step^-0.5, step * warmup^-1.5), for optimizer steps 1, 2, ...,
-    times `cooldown()` where given (a factor falling from 1 to 0 as a time budget runs out).
+def paper_schedule(optimizer: torch.optim.Optimizer, warmup_steps: int) -> LambdaLR:
+    """Equation 3: lrate = d_model^-0.5 * min(step^-0.5, step * warmup^-1.5), for optimizer steps 1, 2, ...
 
     The optimizer's learning rate must be d_model^-0.5 (times a scale); LambdaLR counts from 0, hence step + 1.
     """
-
-    def factor(index: int) -> float:
-        equation_3 = min((index + 1) ** -0.5, (index + 1) * warmup_steps**-1.5)
-        return equation_3 * (cooldown() if cooldown else 1.0)
-
-    return LambdaLR(optimizer, factor)
+    return LambdaLR(optimizer, lambda index: min((index + 1) ** -0.5, (index + 1) * warmup_steps**-1.5))
 
 
 class TrainingTimeBudget(TrainerCallback):
     """Ends training at the first step that ends `seconds` or more after training began, and logs, evaluates and
     saves a checkpoint there, as at the last step of a run. In a data-parallel run the main process' clock decides
-    for all, so that every process stops at the same step (and cools down alike: `cooldown_factor`)."""
+    for all, so that every process stops at the same step."""
 
     def __init__(self, seconds: float):
         self.seconds = seconds
         self.started = time.perf_counter()
-        self.elapsed = 0.0  # at the end of the last step, by the main process' clock
 
     def on_train_begin(self, args, state, control, **kwargs) -> None:
         self.started = time.perf_counter()
-        self.elapsed = 0.0
 
     def on_step_end(self, args, state, control, **kwargs) -> None:
-        elapsed = torch.tensor(time.perf_counter() - self.started, dtype=torch.float64, device=args.device)
+        over = torch.tensor(int(time.perf_counter() - self.started >= self.seconds), device=args.device)
         if torch.distributed.is_initialized():
-            torch.distributed.broadcast(elapsed, src=0)
-        self.elapsed = elapsed.item()
-        if self.elapsed >= self.seconds and state.global_step < state.max_steps:  # the last step ends the run anyway
+            torch.distributed.broadcast(over, src=0)
+        if over.item() and state.global_step < state.max_steps:  # at the last step the run ends anyway
             control.should_training_stop = control.should_log = control.should_evaluate = control.should_save = True
-
-    def cooldown_factor(self, fraction: float) -> float:
-        """1 until the last `fraction` of the budget, then falling linearly to 0 at its end."""
-        return min(1.0, max(0.0, self.seconds - self.elapsed) / (fraction * self.seconds))
 
 
 class TimeBudgetProgress(ProgressCallback):
@@ -102,18 +86,9 @@ class TranslationTrainer(Seq2SeqTrainer):
     """`Seq2SeqTrainer` with token-budget batches, the paper's schedule, greedy BLEU on `bleu_sources` at each
     evaluation, atomic checkpoints, and the training time in its log."""
 
-    def __init__(
-        self,
-        *args,
-        max_tokens: int,
-        bleu_sources: list[str],
-        bleu_references: list[str],
-        cooldown: Callable[[], float] | None = None,
-        **kwargs,
-    ):
+    def __init__(self, *args, max_tokens: int, bleu_sources: list[str], bleu_references: list[str], **kwargs):
         super().__init__(*args, **kwargs)
         self.max_tokens = max_tokens
-        self.cooldown = cooldown
         self.bleu_sources = bleu_sources
         self.bleu_references = bleu_references
         self.bleu_generate_kwargs = {"num_beams": 1}
@@ -165,11 +140,10 @@ class TranslationTrainer(Seq2SeqTrainer):
         return self._token_batches(eval_dataset if eval_dataset is not None else self.eval_dataset, shuffle=False)
 
     def create_scheduler(self, num_training_steps: int, optimizer: torch.optim.Optimizer | None = None) -> LambdaLR:
-        """Equation 3 with `args.warmup_steps`, times the `cooldown` factor where one is given. (transformers'
-        "inverse_sqrt" counts steps from 0: it gives the first update a learning rate of 0 and every later one the
-        rate of the step before.)"""
+        """Equation 3 with `args.warmup_steps`. (transformers' "inverse_sqrt" counts steps from 0: it gives the first
+        update a learning rate of 0 and every later one the rate of the step before.)"""
         if self.lr_scheduler is None:
-            self.lr_scheduler = paper_schedule(optimizer or self.optimizer, self.args.warmup_steps, self.cooldown)
+            self.lr_scheduler = paper_schedule(optimizer or self.optimizer, self.args.warmup_steps)
         return self.lr_scheduler
 
     def _save_checkpoint(self, model, trial) -> None:
