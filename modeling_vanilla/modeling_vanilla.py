@@ -204,6 +204,10 @@ class VanillaAttention(nn.Module):
     def _split_heads(self, states: torch.Tensor) -> torch.Tensor:
         return states.view(*states.shape[:-1], -1, self.head_dim).transpose(1, 2)
 
+    def keys_and_values(self, states: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The keys and values of `states`, `(batch, heads, length, head_dim)` each."""
+        return self._split_heads(self.k_proj(states)), self._split_heads(self.v_proj(states))
+
     def forward(
         self,
         hidden_states: torch.Tensor,
@@ -222,9 +226,7 @@ class VanillaAttention(nn.Module):
             layer_cache = cache.cross_attention_cache.layers[self.layer_idx]
             key, value = layer_cache.keys, layer_cache.values
         else:
-            source = key_value_states if is_cross_attention else hidden_states
-            key = self._split_heads(self.k_proj(source))
-            value = self._split_heads(self.v_proj(source))
+            key, value = self.keys_and_values(key_value_states if is_cross_attention else hidden_states)
             if cache is not None:
                 if is_cross_attention:
                     key, value = cache.cross_attention_cache.update(key, value, self.layer_idx)
@@ -529,6 +531,13 @@ class VanillaDecoder(VanillaStack):
         super().__init__(config)
         self.layers = nn.ModuleList(VanillaDecoderLayer(config, layer_idx=i) for i in range(config.decoder_layers))
         self.post_init()
+
+    def cross_attention_keys_values(
+        self, encoder_hidden_states: torch.Tensor
+    ) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """Each layer's cross-attention keys and values of the encoder output: what a cache holds after the first
+        step, for a caller that fills the cache of sentences joining a batch already decoding."""
+        return [layer.cross_attn.keys_and_values(encoder_hidden_states) for layer in self.layers]
 
     @merge_with_config_defaults
     @capture_outputs

@@ -63,9 +63,10 @@ def alone(model, tokenizer, sentence: str, beams: int) -> list[str]:
 
 
 def decode_continuously(decoder: ContinuousDecoder, arrivals: dict[int, list[str]], drop_at: int):
-    """Runs the decoder step after step: at step t the sentences `arrivals[t]` join (numbered in order of arrival);
-    at step `drop_at` the first sentence still in the batch is taken out. Returns each finished sentence's
-    hypotheses, the number of the dropped one, and the batch sizes seen."""
+    """Runs the decoder step after step: at step t the sentences `arrivals[t]` join (numbered in order of arrival),
+    the first alone and then the others (two joins before a step, as when the server retries a failed join
+    sentence by sentence); at step `drop_at` the first sentence still in the batch is taken out. Returns each
+    finished sentence's hypotheses, the number of the dropped one, and the batch sizes seen."""
     answers, sizes, dropped, number, step = {}, [], None, 0, 0
     while step <= max(arrivals) or decoder.keys:
         if step == drop_at:
@@ -74,7 +75,9 @@ def decode_continuously(decoder: ContinuousDecoder, arrivals: dict[int, list[str
         if step in arrivals:
             keys = list(range(number, number + len(arrivals[step])))
             number += len(keys)
-            answers.update(decoder.join(keys, arrivals[step]))
+            decoder.join(keys[:1], arrivals[step][:1])
+            if len(keys) > 1:
+                decoder.join(keys[1:], arrivals[step][1:])
         sizes.append(len(decoder.keys))
         answers.update(decoder.step())
         step += 1
@@ -134,3 +137,16 @@ def test_positions_given_row_by_row_equal_the_default_ones(toy):
     assert not torch.allclose(shifted, default)
     with pytest.raises(ValueError, match="position_ids must be"):
         model(**inputs, decoder_input_ids=target, decoder_position_ids=positions[:, :3])
+
+
+def test_cross_attention_keys_values_are_what_the_cache_holds_after_a_first_step(toy):
+    model, tokenizer = with_generation(toy, "toy")
+    inputs = tokenizer(sentences(3, seed=6), return_tensors="pt", padding=True)
+    start = torch.full((3, 1), model.config.decoder_start_token_id)
+    output = model(**inputs, decoder_input_ids=start, use_cache=True)
+    computed = model.get_decoder().cross_attention_keys_values(output.encoder_last_hidden_state)
+    layers = output.cache.cross_attention_cache.layers
+    assert len(computed) == len(layers) == model.config.decoder_layers
+    for (key, value), layer in zip(computed, layers, strict=True):
+        torch.testing.assert_close(key, layer.keys, rtol=0, atol=0)
+        torch.testing.assert_close(value, layer.values, rtol=0, atol=0)

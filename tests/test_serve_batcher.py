@@ -45,12 +45,11 @@ class StandInDecoder:
     def keys(self) -> list:
         return list(self.remaining)
 
-    def join(self, keys: list, sentences: list[str]) -> list:
+    def join(self, keys: list, sentences: list[str]) -> None:
         if any("BAD" in sentence for sentence in sentences):
             raise RuntimeError("the model cannot take BAD")
         for key, sentence in zip(keys, sentences, strict=True):
             self.remaining[key], self.sentences[key] = len(sentence.split()), sentence
-        return []
 
     def step(self) -> list:
         time.sleep(0.002)

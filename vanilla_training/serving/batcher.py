@@ -243,7 +243,7 @@ class Batcher:
         for job in jobs:
             self.metrics.queue_seconds.labels(self.name).observe(started - job.queued_at)
         try:
-            done = await loop.run_in_executor(
+            await loop.run_in_executor(
                 self.executor, self.decoder.join, [id(job) for job in jobs], [job.sentence for job in jobs]
             )
         except Exception as error:
@@ -256,7 +256,6 @@ class Batcher:
                 jobs[0].future.set_exception(error)
             return
         self.decoding.update((id(job), job) for job in jobs)
-        self._answer(done)
 
     async def _step(self) -> None:
         """One decoding step of the decoder's batch; if it fails, every sentence in the batch fails with it."""

@@ -17,7 +17,7 @@ from collections.abc import Hashable
 import torch
 from torch.nn import functional as F
 from transformers import GenerationConfig, PreTrainedModel, PreTrainedTokenizerBase
-from transformers.cache_utils import EncoderDecoderCache
+from transformers.cache_utils import DynamicCache, EncoderDecoderCache
 
 from modeling_vanilla import EXTRA_OUTPUT_LENGTH
 from modeling_vanilla.gnmt_beam_search import EXCLUDED, eos_ids_of
@@ -131,24 +131,18 @@ class ContinuousDecoder:
         return [] if self.beams_state is None else list(self.beams_state.keys)
 
     @torch.no_grad()
-    def join(self, keys: list[Hashable], sentences: list[str]) -> list[tuple[Hashable, list[str]]]:
-        """Adds `sentences` (with their handles `keys`) to the batch: encodes them and makes their first step.
-        Returns those already done (a length limit of one token), with their translations."""
+    def join(self, keys: list[Hashable], sentences: list[str]) -> None:
+        """Adds `sentences` (with their handles `keys`) to the batch: encodes them and puts their cross-attention
+        keys and values in the cache. Their first step is the batch's next step."""
         device = self.model.device
         inputs = self.tokenizer(sentences, return_tensors="pt", padding=True, padding_side="right").to(device)
+        encoded = self.model.get_encoder()(**inputs).last_hidden_state
         count = len(sentences)
-        output = self.model(
-            **inputs,
-            decoder_input_ids=torch.full((count, 1), self.start_id, dtype=torch.long, device=device),
-            use_cache=True,
-        )
-        log_probs = self._log_probs(output.logits)
-        source_lengths = inputs["attention_mask"].sum(dim=1).cpu()
         scores = torch.zeros(count, self.beams)
         scores[:, 1:] = EXCLUDED  # every beam starts as the same hypothesis: only the first is extended
         newcomers = Beams(
             keys=list(keys),
-            source_lengths=source_lengths,
+            source_lengths=inputs["attention_mask"].sum(dim=1).cpu(),
             generated=torch.zeros(count, dtype=torch.long),
             running=torch.full((count, self.beams, 1), self.filler, dtype=torch.long),
             running_scores=scores,
@@ -157,14 +151,11 @@ class ContinuousDecoder:
             is_finished=torch.zeros(count, self.beams, dtype=torch.bool),
             can_improve=torch.ones(count, dtype=torch.bool),
         )
-        # Until its first step a newcomer's beams are one row of the cache: each beam's parent is that row.
-        parents, done = self._search_step(newcomers, log_probs[:, None, :].expand(-1, self.beams, -1))
-        answers = self._translations(newcomers, done)
-        staying = torch.nonzero(~done).view(-1)
-        if len(staying):
-            rows = staying[:, None].expand(-1, self.beams).reshape(-1).to(device)
-            self._add(newcomers.select(staying), output.cache, inputs["attention_mask"], rows)
-        return answers
+        rows = torch.arange(count, device=device).repeat_interleave(self.beams)  # a cache row for each beam
+        cross = [
+            (key[rows], value[rows]) for key, value in self.model.get_decoder().cross_attention_keys_values(encoded)
+        ]
+        self._add(newcomers, cross, inputs["attention_mask"][rows])
 
     @torch.no_grad()
     def step(self) -> list[tuple[Hashable, list[str]]]:
@@ -178,8 +169,10 @@ class ContinuousDecoder:
         rows_generated = beams.generated.repeat_interleave(self.beams).to(device)
         columns = torch.arange(past + 1, device=device)
         decoder_mask = (columns[None, :] >= (past - rows_generated)[:, None]).long()
-        last = (beams.generated - 1)[:, None, None].expand(-1, self.beams, 1)
-        last_tokens = beams.running.gather(2, last).reshape(-1, 1).to(device)
+        last = (beams.generated - 1).clamp(min=0)[:, None, None].expand(-1, self.beams, 1)
+        last_tokens = beams.running.gather(2, last)
+        last_tokens[beams.generated == 0] = self.start_id  # a sentence's first step reads the start token
+        last_tokens = last_tokens.reshape(-1, 1).to(device)
         rows = last_tokens.shape[0]
         # The cross-attention keys and values are in the cache: the decoder reads only the encoder output's shape.
         source_shape = torch.zeros((), dtype=self.model.dtype, device=device).expand(
@@ -274,23 +267,30 @@ class ContinuousDecoder:
         """length ** alpha, computed as transformers does (a Python float for each length)."""
         return torch.tensor([float(length) ** self.alpha for length in lengths.tolist()])
 
-    def _add(self, newcomers: Beams, cache: EncoderDecoderCache, source_mask: torch.Tensor, rows: torch.Tensor):
-        """Appends the newcomers, rows `rows` of their `cache` and `source_mask`, to the batch: their self-attention
-        cache padded on the left to the batch's length, their sources and the batch's padded to the longer."""
-        for layer in cache.self_attention_cache.layers + cache.cross_attention_cache.layers:
-            layer.keys, layer.values = layer.keys[rows], layer.values[rows]
-        source_mask = source_mask[rows]
+    def _add(self, newcomers: Beams, cross: list[tuple[torch.Tensor, torch.Tensor]], source_mask: torch.Tensor):
+        """Appends the newcomers, with each layer's cross-attention keys and values `cross` and their `source_mask`
+        (a row per hypothesis), to the batch: their self-attention cache is padding as long as the batch's, their
+        sources and the batch's are padded to the longer."""
         if self.beams_state is None:
-            self.beams_state, self.cache, self.source_mask = newcomers, cache, source_mask
-            return
+            config = self.model.config
+            self.cache = EncoderDecoderCache(DynamicCache(config=config), DynamicCache(config=config))
+            self.source_mask = source_mask[:0]
+            self.beams_state = newcomers.select(torch.arange(0))
         past = self.cache.get_seq_length()
-        for old, new in zip(self.cache.self_attention_cache.layers, cache.self_attention_cache.layers, strict=True):
-            old.keys = torch.cat((old.keys, F.pad(new.keys, (0, 0, past - new.keys.shape[2], 0))))
-            old.values = torch.cat((old.values, F.pad(new.values, (0, 0, past - new.values.shape[2], 0))))
+        if past:
+            for layer in self.cache.self_attention_cache.layers:
+                rows, heads, _, size = layer.keys.shape
+                padding = layer.keys.new_zeros(len(source_mask), heads, past, size)
+                layer.keys, layer.values = torch.cat((layer.keys, padding)), torch.cat((layer.values, padding))
         longest = max(self.source_mask.shape[1], source_mask.shape[1])
-        for old, new in zip(self.cache.cross_attention_cache.layers, cache.cross_attention_cache.layers, strict=True):
-            old.keys = torch.cat([F.pad(k, (0, 0, 0, longest - k.shape[2])) for k in (old.keys, new.keys)])
-            old.values = torch.cat([F.pad(v, (0, 0, 0, longest - v.shape[2])) for v in (old.values, new.values)])
+        for index, (key, value) in enumerate(cross):
+            layer = self.cache.cross_attention_cache.layers[index]
+            if not layer.is_initialized:
+                self.cache.cross_attention_cache.update(key, value, index)
+                self.cache.is_updated[index] = True
+                continue
+            layer.keys = torch.cat([F.pad(k, (0, 0, 0, longest - k.shape[2])) for k in (layer.keys, key)])
+            layer.values = torch.cat([F.pad(v, (0, 0, 0, longest - v.shape[2])) for v in (layer.values, value)])
         self.source_mask = torch.cat([F.pad(m, (0, longest - m.shape[1])) for m in (self.source_mask, source_mask)])
         self.beams_state = Beams.concatenate(self.beams_state, newcomers, self.filler)
 
@@ -306,7 +306,8 @@ class ContinuousDecoder:
         padding = self.cache.get_seq_length() - int(beams.generated.max())
         longest = int(beams.source_lengths.max())
         for layer in self.cache.self_attention_cache.layers:
-            layer.keys, layer.values = layer.keys[order, :, padding:], layer.values[order, :, padding:]
+            if layer.is_initialized:  # (not before the batch's first step)
+                layer.keys, layer.values = layer.keys[order, :, padding:], layer.values[order, :, padding:]
         for layer in self.cache.cross_attention_cache.layers:
             layer.keys, layer.values = layer.keys[order, :, :longest], layer.values[order, :, :longest]
         self.source_mask = self.source_mask[order, :longest]
