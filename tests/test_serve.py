@@ -34,7 +34,7 @@ from vanilla_training.cli.serve import parser as serve_parser
 from vanilla_training.cli.train import main as train
 from vanilla_training.serving import handler as handler_module
 from vanilla_training.serving.app import Settings, create_app
-from vanilla_training.serving.backends import CTranslate2Backend, TorchBackend
+from vanilla_training.serving.backends import CPU_BATCH, CTranslate2Backend, TorchBackend
 from vanilla_training.translator import load_translator
 
 from helpers import free_port, toy_pairs, toy_run_args, write_toy_corpus
@@ -628,7 +628,11 @@ def test_the_web_page_translates_in_headless_chromium(server, translator):
 def test_ctranslate2_float32_equals_the_translator_and_its_export_is_cached(run, translator, tmp_path):
     lines = sorted({english for english, _ in toy_pairs(random.Random(2), 150, max_words=12)})
     expected = offline(translator, lines)
+    threads = torch.get_num_threads()
     backend = CTranslate2Backend(load_translator(run), "float32", cache=tmp_path / "ct2")
+    assert torch.get_num_threads() == threads  # torch's threads, in the same process, left as they were
+    assert backend.model.num_translators == threads  # a worker per core, ...
+    assert len(lines) > 4 * CPU_BATCH  # ... each translating batches of CPU_BATCH: the answers come back in order
     assert [options[0] for options in backend.translate(lines)] == [expected[line] for line in lines]
     exported = backend.folder / "model.bin"
     written = exported.stat().st_mtime_ns

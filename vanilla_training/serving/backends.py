@@ -22,6 +22,7 @@ BACKENDS = ("torch", "ctranslate2")
 BATCHING = ("continuous", "batches")
 PRECISIONS = ("auto", "fp32", "bf16")
 QUANTIZATIONS = ("float32", "int8")
+CPU_BATCH = 8  # sentences of a CTranslate2 batch on a CPU
 
 
 class Backend(Protocol):
@@ -95,7 +96,9 @@ def ct2_model_folder(translator: Translator, quantization: str, cache: Path) -> 
 
 class CTranslate2Backend:
     """The model exported to CTranslate2 (on the fly into `cache`, see `ct2_model_folder`), decoding with the
-    model's beam size and length penalty, at most the longest source + 50 tokens, as `generate` does."""
+    model's beam size and length penalty, at most the longest source + 50 tokens, as `generate` does. On a CPU,
+    CTranslate2 runs a worker of one thread per core and cuts each batch into batches of `CPU_BATCH` sentences of
+    similar length, which its workers translate side by side (docs/serving.md says why)."""
 
     def __init__(self, translator: Translator, quantization: str = "int8", cache: Path | None = None, beams=None):
         import ctranslate2
@@ -105,15 +108,21 @@ class CTranslate2Backend:
         self.decoder = None
         cache = cache or Path.home() / ".cache" / "vanilla-serve" / "ctranslate2"
         self.folder = ct2_model_folder(translator, quantization, cache)
-        device = "cuda" if torch.cuda.is_available() else "cpu"
+        self.device = "cuda" if torch.cuda.is_available() else "cpu"
+        threads = torch.get_num_threads()
         self.model = ctranslate2.Translator(
-            str(self.folder), device=device, compute_type=quantization, intra_threads=torch.get_num_threads()
+            str(self.folder),
+            device=self.device,
+            compute_type=quantization,
+            inter_threads=threads if self.device == "cpu" else 1,
+            intra_threads=1,
         )
+        torch.set_num_threads(threads)  # CTranslate2 set the OpenMP threads of this thread (torch's) to intra_threads
         config = translator.model.generation_config
         self.length_penalty = config.length_penalty if config.length_penalty is not None else 1.0
         tokenizer = translator.tokenizer
         self.suppressed = [tokenizer.convert_ids_to_tokens(ids) for ids in (config.bad_words_ids or [])]
-        self.description = f"ctranslate2 {quantization} on {device}"
+        self.description = f"ctranslate2 {quantization} on {self.device}"
         translator.model = translator.model.to("meta")  # the torch weights are not used again: free them
 
     def translate(self, sentences: list[str], hypotheses: int = 1) -> list[list[str]]:
@@ -126,7 +135,7 @@ class CTranslate2Backend:
             length_penalty=self.length_penalty,
             min_decoding_length=0,
             max_decoding_length=max(map(len, ids)) + EXTRA_OUTPUT_LENGTH,
-            max_batch_size=len(sentences),
+            max_batch_size=CPU_BATCH if self.device == "cpu" else len(sentences),  # sorted by length, then cut
             **({"suppress_sequences": self.suppressed} if self.suppressed else {}),
         )
         return [
