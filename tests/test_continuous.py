@@ -150,3 +150,15 @@ def test_cross_attention_keys_values_are_what_the_cache_holds_after_a_first_step
     for (key, value), layer in zip(computed, layers, strict=True):
         torch.testing.assert_close(key, layer.keys, rtol=0, atol=0)
         torch.testing.assert_close(value, layer.values, rtol=0, atol=0)
+
+
+def test_a_sentence_dropped_before_the_first_step_leaves_the_others_as_generate_gives_them(toy):
+    model, tokenizer = with_generation(toy, "toy")
+    first, second = sentences(2, seed=7)
+    decoder = ContinuousDecoder(model, tokenizer)
+    decoder.join(["first", "second"], [first, second])
+    decoder.drop({"first"})
+    answers = {}
+    while decoder.keys:
+        answers.update(decoder.step())
+    assert answers == {"second": alone(model, tokenizer, second, model.generation_config.num_beams)}

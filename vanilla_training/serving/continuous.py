@@ -279,7 +279,7 @@ class ContinuousDecoder:
         past = self.cache.get_seq_length()
         if past:
             for layer in self.cache.self_attention_cache.layers:
-                rows, heads, _, size = layer.keys.shape
+                _, heads, _, size = layer.keys.shape
                 padding = layer.keys.new_zeros(len(source_mask), heads, past, size)
                 layer.keys, layer.values = torch.cat((layer.keys, padding)), torch.cat((layer.values, padding))
         longest = max(self.source_mask.shape[1], source_mask.shape[1])
