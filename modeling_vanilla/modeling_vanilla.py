@@ -532,7 +532,7 @@ class VanillaDecoder(VanillaStack):
         self.layers = nn.ModuleList(VanillaDecoderLayer(config, layer_idx=i) for i in range(config.decoder_layers))
         self.post_init()
 
-    def cross_attention_keys_values(
+    def cross_attention_keys_and_values(
         self, encoder_hidden_states: torch.Tensor
     ) -> list[tuple[torch.Tensor, torch.Tensor]]:
         """Each layer's cross-attention keys and values of the encoder output: what a cache holds after the first

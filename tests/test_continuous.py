@@ -139,12 +139,12 @@ def test_positions_given_row_by_row_equal_the_default_ones(toy):
         model(**inputs, decoder_input_ids=target, decoder_position_ids=positions[:, :3])
 
 
-def test_cross_attention_keys_values_are_what_the_cache_holds_after_a_first_step(toy):
+def test_cross_attention_keys_and_values_are_what_the_cache_holds_after_a_first_step(toy):
     model, tokenizer = with_generation(toy, "toy")
     inputs = tokenizer(sentences(3, seed=6), return_tensors="pt", padding=True)
     start = torch.full((3, 1), model.config.decoder_start_token_id)
     output = model(**inputs, decoder_input_ids=start, use_cache=True)
-    computed = model.get_decoder().cross_attention_keys_values(output.encoder_last_hidden_state)
+    computed = model.get_decoder().cross_attention_keys_and_values(output.encoder_last_hidden_state)
     layers = output.cache.cross_attention_cache.layers
     assert len(computed) == len(layers) == model.config.decoder_layers
     for (key, value), layer in zip(computed, layers, strict=True):

@@ -153,7 +153,7 @@ class ContinuousDecoder:
         )
         rows = torch.arange(count, device=device).repeat_interleave(self.beams)  # a cache row for each beam
         cross = [
-            (key[rows], value[rows]) for key, value in self.model.get_decoder().cross_attention_keys_values(encoded)
+            (key[rows], value[rows]) for key, value in self.model.get_decoder().cross_attention_keys_and_values(encoded)
         ]
         self._add(newcomers, cross, inputs["attention_mask"][rows])
 
