@@ -4,6 +4,7 @@ sentence fails alone and a cancelled request's sentences are dropped; and the sa
 decoder, whose batch sentences join and leave step by step."""
 
 import asyncio
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -71,7 +72,7 @@ def run(coroutine_function, model: StandIn, decoder: StandInDecoder | None = Non
     """Runs `coroutine_function(batcher)` with a started batcher over `model` (and `decoder`), and closes it."""
 
     async def main():
-        with ThreadPoolExecutor(max_workers=1) as executor:
+        with ThreadPoolExecutor(max_workers=options.get("lanes", 1)) as executor:
             batcher = Batcher(model, word_counts, executor, decoder=decoder, **options)
             batcher.start()
             try:
@@ -118,6 +119,53 @@ def test_clients_answered_by_a_batch_join_the_next_one_rather_than_taking_turns(
     sizes = [len(batch) for batch, _ in model.batches]
     assert sum(sizes) == 16 * 8
     assert sizes[-4:] == [16] * 4, sizes
+
+
+def test_lanes_translate_batches_side_by_side_within_their_sentence_limit():
+    """With 2 lanes and batches of at most 3 sentences, 12 concurrent requests are translated in batches of 3 or
+    fewer, two at a time, and each gets its own answer."""
+    model = StandIn(delay=0.05)
+    running, most = [0], [0]
+    lock = threading.Lock()
+
+    def counted(sentences, hypotheses):
+        with lock:
+            running[0] += 1
+            most[0] = max(most[0], running[0])
+        try:
+            return model(sentences, hypotheses)
+        finally:
+            with lock:
+                running[0] -= 1
+
+    async def clients(batcher):
+        return await asyncio.gather(*(batcher.translate([f"request {r}"]) for r in range(12)))
+
+    answers = run(clients, counted, wait_ms=20, cache_size=0, lanes=2, batch_sentences=3)
+    assert answers == [[[f"request {r}"[::-1] + "#0"]] for r in range(12)]
+    assert sorted(sentence for batch, _ in model.batches for sentence in batch) == sorted(
+        f"request {r}" for r in range(12)
+    )
+    assert max(len(batch) for batch, _ in model.batches) == 3
+    assert most[0] == 2
+
+
+def test_the_next_batch_holds_the_sentence_that_waited_longest():
+    """Sentences are batched by length, but a long sentence is not passed over by shorter ones that came after it:
+    the batch taken when the model is free is the one that holds the oldest waiting sentence."""
+    model = StandIn(delay=0.1)
+    long = "a long sentence of many words that came first"
+
+    async def clients(batcher):
+        busy = asyncio.ensure_future(batcher.translate(["blocker"]))
+        await asyncio.sleep(0.05)  # the model is busy with the blocker: the rest waits
+        waiting = [asyncio.ensure_future(batcher.translate([long]))]
+        await asyncio.sleep(0.01)
+        waiting += [asyncio.ensure_future(batcher.translate([f"short {n}"])) for n in range(4)]
+        await asyncio.gather(busy, *waiting)
+
+    run(clients, model, wait_ms=1, cache_size=0, batch_sentences=2)
+    assert [batch for batch, _ in model.batches[:2]] == [["blocker"], [long]]
 
 
 def test_hypotheses_are_batched_apart_and_given_best_first():

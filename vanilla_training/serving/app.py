@@ -263,11 +263,15 @@ def create_app(
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI):
         executor = model_thread or ThreadPoolExecutor(max_workers=1, thread_name_prefix="model")
+        lane_executors = []
         for (source, target), pair in pairs.items():
+            lanes = pair.backend.lanes
+            if lanes > 1:
+                lane_executors.append(ThreadPoolExecutor(max_workers=lanes, thread_name_prefix=f"{source}-{target}"))
             pair.batcher = Batcher(
                 pair.backend.translate,
                 pair.backend.translator.token_counts,
-                executor,
+                lane_executors[-1] if lanes > 1 else executor,
                 name=f"{source}-{target}",
                 wait_ms=settings.wait_ms,
                 max_tokens=settings.max_tokens,
@@ -275,11 +279,15 @@ def create_app(
                 cache_size=settings.cache_size,
                 metrics=metrics,
                 decoder=pair.backend.decoder,
+                lanes=lanes,
+                batch_sentences=pair.backend.batch_sentences,
             )
             pair.batcher.start()
         yield
         for pair in pairs.values():
             await pair.batcher.close()
+        for lane_executor in lane_executors:
+            lane_executor.shutdown()
         if model_thread is None:
             executor.shutdown()
 

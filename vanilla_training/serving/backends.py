@@ -31,6 +31,8 @@ class Backend(Protocol):
     translator: Translator
     description: str
     decoder: ContinuousDecoder | None  # sentences join and leave its running batch step by step (torch only)
+    lanes: int  # batches it translates side by side, each called from a thread of its own
+    batch_sentences: int | None  # the most sentences a batch should hold (None: as many as the token budget)
 
     def translate(self, sentences: list[str], hypotheses: int = 1) -> list[list[str]]:
         """The `hypotheses` best translations of each sentence, best first."""
@@ -54,6 +56,7 @@ class TorchBackend:
         self.translator = translator
         self.precision = resolve_precision(precision)
         self.beams = beams
+        self.lanes, self.batch_sentences = 1, None
         if self.precision == "bf16":
             translator.model.to(torch.bfloat16)
         continuous = batching == "continuous" and not unsupported_settings(translator.model.generation_config)
@@ -97,8 +100,9 @@ def ct2_model_folder(translator: Translator, quantization: str, cache: Path) -> 
 class CTranslate2Backend:
     """The model exported to CTranslate2 (on the fly into `cache`, see `ct2_model_folder`), decoding with the
     model's beam size and length penalty, at most the longest source + 50 tokens, as `generate` does. On a CPU,
-    CTranslate2 runs a worker of one thread per core and cuts each batch into batches of `CPU_BATCH` sentences of
-    similar length, which its workers translate side by side (docs/serving.md says why)."""
+    CTranslate2 runs a worker of one thread per core, each translating batches of `CPU_BATCH` sentences: the server
+    keeps a batch in flight on each (`lanes`), and a longer batch is sorted by length and cut into such batches,
+    which the workers translate side by side (docs/serving.md says why)."""
 
     def __init__(self, translator: Translator, quantization: str = "int8", cache: Path | None = None, beams=None):
         import ctranslate2
@@ -110,12 +114,10 @@ class CTranslate2Backend:
         self.folder = ct2_model_folder(translator, quantization, cache)
         self.device = "cuda" if torch.cuda.is_available() else "cpu"
         threads = torch.get_num_threads()
+        self.lanes = threads if self.device == "cpu" else 1
+        self.batch_sentences = CPU_BATCH if self.device == "cpu" else None
         self.model = ctranslate2.Translator(
-            str(self.folder),
-            device=self.device,
-            compute_type=quantization,
-            inter_threads=threads if self.device == "cpu" else 1,
-            intra_threads=1,
+            str(self.folder), device=self.device, compute_type=quantization, inter_threads=self.lanes, intra_threads=1
         )
         torch.set_num_threads(threads)  # CTranslate2 set the OpenMP threads of this thread (torch's) to intra_threads
         config = translator.model.generation_config

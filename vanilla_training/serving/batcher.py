@@ -7,8 +7,10 @@ decodes, waiting sentences join its running batch at the next step, within the t
 with its answer as soon as its beam search is done. The queue is
 bounded (in sentences): a request that would overfill it is refused at once (`QueueFull`) rather than
 left to wait. Answers are kept in an LRU cache, so that a repeated sentence costs no model call. The model runs in
-one worker thread, so that the event loop keeps answering while a batch is translated; a request whose client has
-gone is dropped from the queue before its batch is formed.
+a worker thread, so that the event loop keeps answering while a batch is translated; a backend that translates
+several batches side by side (CTranslate2 on a CPU: a worker per core) has as many lanes, each a thread, and a
+batch starts as soon as a lane is free, holding at most the backend's number of sentences. A request whose client
+has gone is dropped from the queue before its batch is formed.
 """
 
 import asyncio
@@ -40,12 +42,13 @@ class Job:
     queued_at: float
 
 
-def token_budget_batches(jobs: list[Job], max_tokens: int) -> list[list[Job]]:
+def token_budget_batches(jobs: list[Job], max_tokens: int, max_sentences: int | None = None) -> list[list[Job]]:
     """`jobs` sorted by length and cut greedily into batches whose count times their longest stays within
-    `max_tokens` (padding included); a job longer than the budget goes alone."""
+    `max_tokens` (padding included), of at most `max_sentences`; a job longer than the budget goes alone."""
     batches: list[list[Job]] = []
     for job in sorted(jobs, key=lambda job: job.tokens):
-        if batches and (len(batches[-1]) + 1) * job.tokens <= max_tokens:
+        fits = batches and (len(batches[-1]) + 1) * job.tokens <= max_tokens
+        if fits and (max_sentences is None or len(batches[-1]) < max_sentences):
             batches[-1].append(job)
         else:
             batches.append([job])
@@ -76,8 +79,9 @@ class LRUCache:
 
 class Batcher:
     """Gathers the sentences given to `translate` by concurrent requests into batches for `translate_batch`
-    (run in `executor`): a batch starts once no sentence has come for `wait_ms` (see `_work`), or once `max_tokens`
-    are waiting; at most `max_queue` sentences wait or are being translated at any time."""
+    (run in `executor`, on at most `lanes` batches at a time): a batch starts once no sentence has come for
+    `wait_ms` (see `_work`), or once `max_tokens` or `batch_sentences` are waiting; at most `max_queue` sentences
+    wait or are being translated at any time."""
 
     def __init__(
         self,
@@ -91,6 +95,8 @@ class Batcher:
         cache_size: int = 10_000,
         metrics: Metrics | None = None,
         decoder: ContinuousDecoder | None = None,
+        lanes: int = 1,
+        batch_sentences: int | None = None,
     ):
         self.translate_batch = translate_batch
         self.count_tokens = count_tokens
@@ -107,6 +113,9 @@ class Batcher:
         self.outstanding = 0  # sentences queued or in a batch being translated
         self.arrived = asyncio.Event()
         self.worker: asyncio.Task | None = None
+        self.free_lanes = asyncio.Semaphore(lanes)
+        self.batch_sentences = batch_sentences
+        self.running: set[asyncio.Task] = set()  # the batches being translated, one a lane
 
     def start(self) -> None:
         """Starts the worker (in the running event loop)."""
@@ -160,20 +169,47 @@ class Batcher:
         self.metrics.queued.labels(self.name).set(self.outstanding)
 
     async def _work(self) -> None:
-        """Forever: once the model is free and a sentence waits, gather others until none has come for `wait`
-        (at most `GATHER_LIMIT` times `wait`, or until `max_tokens` wait), then translate them batch by batch.
-        The window opens when the model is free, not when the first sentence came: the clients answered by the
-        last batch are back in time to join the next one, rather than waiting a whole batch behind it."""
+        """Forever: once a lane is free and a sentence waits, gather others until none has come for `wait` (at
+        most `GATHER_LIMIT` times `wait`, or until a batch's worth waits), then translate the batch that holds the
+        oldest waiting sentence on that lane, and look for the next free lane at once. The window opens when a
+        lane is free, not when the first sentence came: the clients answered by the last batch are back in time
+        to join the next one, rather than waiting a whole batch behind it."""
         while True:
+            await self.free_lanes.acquire()
             await self._gather()
-            jobs, self.pending = self.pending, []
-            await self._run_batches(jobs)
+            batch = self._oldest_batch()
+            task = asyncio.get_running_loop().create_task(self._run(batch, batch[0].hypotheses))
+            self.running.add(task)
+            task.add_done_callback(self._lane_done)
+
+    def _lane_done(self, task: asyncio.Task) -> None:
+        self.running.discard(task)
+        self.free_lanes.release()
+
+    def _full(self) -> bool:
+        """Whether the waiting sentences fill a batch: `max_tokens` source tokens or `batch_sentences` sentences."""
+        if self.batch_sentences is not None and len(self.pending) >= self.batch_sentences:
+            return True
+        return sum(job.tokens for job in self.pending) >= self.max_tokens
+
+    def _oldest_batch(self) -> list[Job]:
+        """Takes from the waiting sentences the batch of similar lengths (see `token_budget_batches`) that holds
+        the one that has waited longest, among those asking as many hypotheses as it."""
+        oldest = self.pending[0]
+        group = [job for job in self.pending if job.hypotheses == oldest.hypotheses]
+        batches = token_budget_batches(group, self.max_tokens, self.batch_sentences)
+        batch = next(batch for batch in batches if any(job is oldest for job in batch))
+        taken = {id(job) for job in batch}
+        self.pending = [job for job in self.pending if id(job) not in taken]
+        return batch
 
     async def _gather(self) -> None:
         """Waits for a sentence, then for others until none has come for `wait` (see `_work`)."""
-        await self.arrived.wait()
+        while not self.pending:
+            self.arrived.clear()
+            await self.arrived.wait()
         opened = last = time.monotonic()
-        while sum(job.tokens for job in self.pending) < self.max_tokens:
+        while not self._full():
             remaining = min(last + self.wait, opened + GATHER_LIMIT * self.wait) - time.monotonic()
             if remaining <= 0:
                 break
