@@ -12,6 +12,7 @@ from .configuration_vanilla import PRESETS, VanillaConfig
 from .gnmt_beam_search import gnmt_beam_search, gnmt_length_penalty
 from .modeling_vanilla import (
     EXTRA_OUTPUT_LENGTH,
+    LENGTH_PENALTY,
     VanillaForConditionalGeneration,
     VanillaModel,
     VanillaPreTrainedModel,
@@ -29,6 +30,7 @@ VanillaForConditionalGeneration.register_for_auto_class("AutoModelForSeq2SeqLM")
 
 __all__ = [
     "EXTRA_OUTPUT_LENGTH",
+    "LENGTH_PENALTY",
     "PRESETS",
     "TranslationPipeline",
     "VanillaConfig",

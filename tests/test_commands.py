@@ -74,7 +74,7 @@ def test_a_file_is_translated_line_by_line_in_order_with_blank_lines_kept(run, t
     assert output_lines(target) == one_by_one(folder / "final", LINES, num_beams=1)
 
 
-def test_the_papers_decoding_unless_beams_says_otherwise(run, tmp_path, monkeypatch):
+def test_the_models_own_decoding_unless_beams_says_otherwise(run, tmp_path, monkeypatch):
     folder, _, _ = run
     calls = []
     original = VanillaForConditionalGeneration.generate
@@ -88,7 +88,7 @@ def test_the_papers_decoding_unless_beams_says_otherwise(run, tmp_path, monkeypa
     source.write_text("one two\n", encoding="utf-8")
     translate.main([str(folder), "--input", str(source), "--output", str(tmp_path / "a.txt")])
     translate.main([str(folder), "--input", str(source), "--output", str(tmp_path / "b.txt"), "--beams", "2"])
-    assert calls == [(4, 0.6, None), (4, 0.6, 2)]
+    assert calls == [(4, 1.0, None), (4, 1.0, 2)]  # as saved: beam 4, the demo recipe's length penalty
 
 
 def test_a_line_that_is_not_utf8_is_named_and_nothing_is_written(run, tmp_path, capsys):

@@ -141,10 +141,10 @@ def test_a_whole_training_run_on_small_data(tmp_path):
         assert (final / name).is_file(), name
     assert (run / "training.png").stat().st_size > 10_000
     generation = json.loads((final / "generation_config.json").read_text())
-    assert (generation["num_beams"], generation["length_penalty"]) == (4, 0.6)
+    assert (generation["num_beams"], generation["length_penalty"]) == (4, 1.0)  # the demo recipe's penalty
     assert "max_length" not in generation  # the Trainer's edits did not leak into the saved decoding setup
     assert results["test"]["bleu"] > 30  # a word-for-word task is learnt within 150 steps
-    assert (results["test"]["num_beams"], results["test"]["length_penalty"]) == (4, 0.6)
+    assert (results["test"]["num_beams"], results["test"]["length_penalty"]) == (4, 1.0)
     assert results["test"]["signature"].startswith("nrefs:1|case:mixed|eff:no|tok:13a")
     logged = [e for e in results["log_history"] if "eval_bleu" in e]
     assert [e["step"] for e in logged] == [75, 150]
@@ -400,7 +400,9 @@ def test_a_new_run_in_the_folder_of_an_earlier_run_with_checkpoints_is_refused(t
     assert sorted(path.name for path in earlier.iterdir()) == ["checkpoint-150"]  # nothing written
 
 
-def test_num_proc_test_beams_and_tokenizer_sample_take_effect_from_the_command_line(tmp_path, monkeypatch):
+def test_num_proc_test_beams_length_penalty_and_tokenizer_sample_take_effect_from_the_command_line(
+    tmp_path, monkeypatch
+):
     files = write_toy_corpus(tmp_path, {"train": 60, "validation": 5, "test": 4})
     maps = []
     map_with = datasets.Dataset.map
@@ -408,8 +410,10 @@ def test_num_proc_test_beams_and_tokenizer_sample_take_effect_from_the_command_l
         datasets.Dataset, "map", lambda self, *a, **k: maps.append(k.get("num_proc")) or map_with(self, *a, **k)
     )
     options = {**EXACT, "max_steps": 2, "num_proc": 2, "test_beams": 2, "tokenizer_sample": 1, "show": 0}
-    results = main(toy_run_args(files, tmp_path / "run", **options))
+    results = main(toy_run_args(files, tmp_path / "run", length_penalty=1.3, **options))
     assert (results["test"]["num_beams"], results["test"]["sentences"]) == (2, 4)  # not the paper's 4 beams
+    generation = json.loads((tmp_path / "run" / "final" / "generation_config.json").read_text())
+    assert results["test"]["length_penalty"] == generation["length_penalty"] == 1.3  # not the paper's 0.6
     assert maps.count(2) == 2  # the train and validation splits, tokenized by two processes each
     tokenizer = AutoTokenizer.from_pretrained(tmp_path / "run")
     whole = [text for pair in toy_pairs(random.Random(0), 60) for text in pair]  # write_toy_corpus's train split

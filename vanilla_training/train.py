@@ -423,7 +423,8 @@ def train(job: TrainingJob, model_factory: ModelFactory = VanillaForConditionalG
     chosen = final_checkpoints(trainer, run)
     model = averaged_model(model, chosen)
     own = model.generation_config if job.model_name_or_path else None  # a fine-tuned model's (e.g. banned tokens)
-    model.generation_config = paper_generation_config(model.config, own)  # the folder decodes as the paper does
+    model.generation_config = paper_generation_config(model.config, own)  # the folder decodes as the paper does,
+    model.generation_config.length_penalty = run.length_penalty  # with the recipe's length penalty
     model.config.use_cache = True  # the Trainer turns the cache off for training; decoding wants it
     sizes = {
         "train": len(train_set),

@@ -5,9 +5,10 @@
 
 MODEL is a run folder of `vanilla-train` (its `final/` is used), a saved or converted model folder, or a Hub id.
 Each input line gives one output line, in the input's order; a blank line stays blank. Decoding is the model's own
-(its generation_config.json: the paper's beam 4 and length penalty 0.6 for a model trained here; `--beams`
-overrides the beam size), at most input length + 50 tokens, in batches of sentences of similar length holding
-about `--max-tokens` source tokens (the batching that the test BLEU of training also uses).
+(its generation_config.json: for a model trained here the paper's beam 4 and the recipe's length penalty, the
+paper's 0.6 or the demo's 1.0; `--beams` overrides the beam size), at most input length + 50 tokens, in batches of
+sentences of similar length holding about `--max-tokens` source tokens (the batching that the test BLEU of training
+also uses).
 Input that cannot be translated as it is stops the command before anything is translated: a line that is not
 UTF-8, or one longer than the tokenizer's model_max_length (it is not truncated: split it, or use --paragraphs).
 
