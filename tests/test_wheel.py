@@ -155,8 +155,9 @@ def test_the_wheel_holds_the_files_the_code_reads_and_no_top_level_training(whee
         "modeling_vanilla/pipeline_vanilla.py",
         "vanilla_training/sacrebleu_metric/sacrebleu_metric.py",
         "vanilla_training/DATA_NOTICE.md",
+        *(str(path.relative_to(ROOT)) for path in (ROOT / "vanilla_training" / "serving" / "static").iterdir()),
     ):
-        assert name in names, name
+        assert name in names, name  # the web page's files among them
     assert card == (ROOT / "vanilla_training" / "hub_card.md").read_text()
     assert not any(name.startswith("training/") for name in names)
     top_level = next(name for name in names if name.endswith("top_level.txt"))

@@ -341,8 +341,8 @@ def evaluate_test(
 
 
 def save_final(job: TrainingJob, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, results: dict) -> Path:
-    """`final/`: the model decoding as the paper does, its tokenizer and code, the results, and the model card
-    (for a Vanilla model with a test BLEU)."""
+    """`final/`: the model decoding as the paper does (with the recipe's length penalty), its tokenizer and code,
+    the results, and the model card (for a Vanilla model with a test BLEU)."""
     final_dir = Path(job.output_dir) / "final"
     model.save_pretrained(final_dir)
     tokenizer.save_pretrained(final_dir)
