@@ -642,6 +642,28 @@ def test_ctranslate2_float32_equals_the_translator_and_its_export_is_cached(run,
     assert best == expected[lines[-1]] and second != best
 
 
+def test_ctranslate2_lanes_answer_concurrent_requests_in_batches_of_at_most_cpu_batch(run, translator, tmp_path):
+    """The app with the CTranslate2 backend (float32) keeps a batch on each of its workers: the requests sent at once
+    each get their own translation (vanilla-translate's), and no batch holds more than CPU_BATCH sentences (with the
+    limit ignored, the requests share one batch and this fails)."""
+    lines = sorted({english for english, _ in toy_pairs(random.Random(3), 40, max_words=12)})
+    expected = offline(translator, lines)
+    backend = CTranslate2Backend(load_translator(run), "float32", cache=tmp_path / "ct2")
+    assert backend.lanes == torch.get_num_threads() and backend.batch_sentences == CPU_BATCH
+    with InProcessServer([backend], Settings(wait_ms=20, cache_size=0)) as server:
+        with ThreadPoolExecutor(len(lines)) as pool:
+            answers = list(
+                pool.map(
+                    lambda line: post_json(server.url + "/translate", {"q": line, "source": "en", "target": "de"}),
+                    lines,
+                )
+            )
+        assert answers == [(200, {"translatedText": expected[line]}) for line in lines]
+        batches = metric(server.url, 'vanilla_serve_batch_sentences_count{pair="en-de"}')
+        within = metric(server.url, f'vanilla_serve_batch_sentences_bucket{{le="{float(CPU_BATCH)}",pair="en-de"}}')
+        assert batches >= len(lines) / CPU_BATCH and within == batches
+
+
 def test_the_inference_endpoints_handler(run, translator, tmp_path):
     folder = tmp_path / "repository"
     shutil.copytree(run / "final", folder)
