@@ -39,8 +39,8 @@ def test_pair_argument_is_checked(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit):
         train_cli.build_parser().parse_args(["--pair", "zh-en", "--output-dir", "x"])
     assert "no free version of Chinese" in capsys.readouterr().err
-    args = train_cli.build_parser().parse_args(["--pair", "ko-hi", "--versions", "all", "--output-dir", "x"])
-    source = train_cli.data_source(args)
+    job = train_cli.parse_args(["--pair", "ko-hi", "--versions", "all", "--output-dir", "x"])
+    source = job.data
     assert (source.source, source.target, source.pair, source.versions, source.built_in) == (
         "ko",
         "hi",
@@ -50,22 +50,35 @@ def test_pair_argument_is_checked(capsys: pytest.CaptureFixture[str]) -> None:
     )
 
 
+def test_the_demo_mixes_in_a_second_source_version_where_there_is_one(capsys: pytest.CaptureFixture[str]) -> None:
+    """The demo preset trains on "mixed" versions where the source has two free versions (en: WEB and KJV), on one
+    version a side where it has one (de); asking for "mixed" there is refused, naming why."""
+    assert train_cli.parse_args(["--pair", "en-de", "--output-dir", "x"]).data.versions == "mixed"
+    assert train_cli.parse_args(["--pair", "de-en", "--output-dir", "x"]).data.versions == "one"
+    assert train_cli.parse_args(["--pair", "en-de", "--preset", "hour", "--output-dir", "x"]).data.versions == "one"
+    with pytest.raises(SystemExit):
+        train_cli.parse_args(["--pair", "de-en", "--versions", "mixed", "--output-dir", "x"])
+    assert "--versions mixed adds the source's second free version, and de has only one" in capsys.readouterr().err
+
+
 def test_a_run_on_a_built_in_reverse_pair(tmp_path: Path, script_db: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
-    """fr-en, built in advance into the data folder that the run reads (nothing is downloaded)."""
+    """fr-en, built in advance into the data folder that the run reads (nothing is downloaded): the demo preset's
+    "mixed" versions (French has several free versions) for training, one version a side for the wording rows."""
     monkeypatch.setenv("VANILLA_DATA_DIR", str(tmp_path / "data"))
-    build_corpus("fr-en", tmp_path / "data", db_path=script_db)
+    for versions in ("one", "mixed"):
+        build_corpus("fr-en", tmp_path / "data", db_path=script_db, versions=versions)
     options = {"pair": "fr-en", "max_steps": 6, "eval_steps": 3, "save_steps": 3, "average_last": 1}
     train_cli.main(toy_run_args({}, tmp_path / "run", **options, bleu_sentences=0, warmup_steps=2))
     results = json.loads((tmp_path / "run" / "final" / "training_results.json").read_text())
     assert results["languages"] == {"source": "fr", "target": "en"}
-    assert results["data"]["corpus"] == "built-in" and results["data"]["versions"] == "one"
+    assert results["data"]["corpus"] == "built-in" and results["data"]["versions"] == "mixed"
     test = results["test"]
     assert test["multi_reference"]["references"] == ["4", "k", "3"]
     assert test["multi_reference"]["signature"].startswith("nrefs:3|")
     assert list(test["sources"]) == ["l", "5"] and test["sources"]["l"]["bleu"] == test["bleu"]
     card = (tmp_path / "run" / "final" / "README.md").read_text()
-    assert "language:\n- fr\n- en\n" in card and "Bible fr-en (one version a side)" in card
-    assert "Louis Segond 1910 (public domain)" in card and "--pair fr-en --versions one" in card
+    assert "language:\n- fr\n- en\n" in card and "Bible fr-en (a second source version in part)" in card
+    assert "Louis Segond 1910 (public domain), Darby 1885" in card and "--pair fr-en --versions mixed" in card
     darby, multi = test["sources"]["5"], test["multi_reference"]
     assert f"| Darby 1885 (5) | {darby['verses']:,} | {darby['bleu']:.2f} | {darby['chrf']:.2f} |" in card
     assert "Against all 3 free versions of the target at once" in card and f"BLEU {multi['bleu']:.2f}" in card

@@ -485,6 +485,27 @@ def test_versions_all_pairs_every_free_wording(tmp_path: Path, script_db: Path) 
         assert row["sources"]["3"] == (None if key == (ACTS, 1, 1) else script_texts(key)["3"])
 
 
+def test_versions_mixed_adds_the_second_source_wording_of_some_verses(
+    tmp_path: Path, script_db: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Train is the one-version train plus one train verse in MIXED_EVERY (counted in verse order) worded as the
+    second free English version (the KJV), with the first French, de-duplicated; held-out splits are those of one
+    version."""
+    monkeypatch.setattr(corpus, "MIXED_EVERY", 3)  # of Genesis 1:1-4: 1:1 and 1:4 (whose KJV is the WEB)
+    one = {split: read_split(path) for split, path in build_corpus("en-fr", tmp_path, db_path=script_db).items()}
+    files = build_corpus("en-fr", tmp_path, db_path=script_db, versions="mixed")
+    assert files["train"].parent == tmp_path / "en-fr-mixed"
+    rows = {split: read_split(path) for split, path in files.items()}
+    genesis = [(GENESIS, 1, verse) for verse in (1, 2, 3, 4)]
+    first_four = [(script_texts(key)["4"], script_texts(key)["l"]) for key in genesis]
+    second = [(script_texts(genesis[0])["k"], script_texts(genesis[0])["l"])]
+    assert [(row["en"], row["fr"]) for row in rows["train"]] == first_four + second
+    assert rows["train"][:4] == one["train"]
+    assert rows["validation"] == one["validation"] and rows["test"] == one["test"]
+    stats = json.loads((files["train"].parent / "stats.json").read_text(encoding="utf-8"))
+    assert stats["versions"] == {"en": ["4", "k", "3"], "fr": ["l", "5"]} and stats["train_versions"] == "mixed"
+
+
 def test_unknown_versions_option(tmp_path: Path, script_db: Path) -> None:
-    with pytest.raises(ValueError, match="versions='some': expected one of one, all"):
+    with pytest.raises(ValueError, match="versions='some': expected one of one, mixed, all"):
         build_corpus("en-fr", tmp_path, db_path=script_db, versions="some")

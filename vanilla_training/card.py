@@ -69,12 +69,19 @@ def data_description(results: dict[str, Any]) -> tuple[str | None, str, str, str
         except ValueError as error:
             raise ValueError(f"the built-in corpus has no pair {pair}: {error}") from None
         versions = results["data"].get("versions", "one")
+        used = {source: {"one": 1, "mixed": 2, "all": None}[versions], target: None if versions == "all" else 1}
         described = "; ".join(
-            f"{language_name(code)}: "
-            + ", ".join(built_in_version(bb) for bb in free_versions(code)[: None if versions == "all" else 1])
+            f"{language_name(code)}: " + ", ".join(built_in_version(bb) for bb in free_versions(code)[: used[code]])
             for code in (source, target)
         )
-        trained = "every free version of each side paired" if versions == "all" else "one version a side"
+        trained, short = {
+            "one": ("one version a side", "one version a side"),
+            "mixed": (
+                "one version a side, and one train verse in six also worded as the second free source version",
+                "a second source version in part",
+            ),
+            "all": ("every free version of each side paired", "every free version"),
+        }[versions]
         paragraph = (
             f"Bible verses aligned by verse number (this project's built-in corpus, "
             f"`python -m vanilla_training.cli.corpus --pair {pair} --versions {versions}`, trained on {trained}): "
@@ -85,7 +92,7 @@ def data_description(results: dict[str, Any]) -> tuple[str | None, str, str, str
             "Licences, cleaning and known imperfections: `vanilla_training/DATA_NOTICE.md` of the "
             "`vanilla-transformer` repository."
         )
-        name = f"Bible {pair} ({'every free version' if versions == 'all' else 'one version a side'})"
+        name = f"Bible {pair} ({short})"
         return None, f"bible-{pair}", name, paragraph
     if corpus == "files":
         files = result("data.files")

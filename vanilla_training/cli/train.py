@@ -23,7 +23,7 @@ from accelerate import PartialState
 from modeling_vanilla import PRESETS, VanillaForConditionalGeneration
 
 from .. import allocator, recipe
-from ..corpus import VERSION_CHOICES, parse_pair
+from ..corpus import VERSION_CHOICES, free_versions, parse_pair
 from ..precision import PRECISIONS, mixed_precision_problem, resolve_precision
 from ..preprocess import DataSource
 from ..train import ModelFactory, TrainingJob, train
@@ -61,12 +61,6 @@ def build_parser() -> argparse.ArgumentParser:
         help="built-in corpus: SRC-TGT, two of its free languages in either direction (default: en-de; "
         "`vanilla-corpus --list-pairs` lists them)",
     )
-    data.add_argument(
-        "--versions",
-        default="one",
-        choices=VERSION_CHOICES,
-        help="built-in corpus: train on one version a side (one, default) or on every free version pairing (all)",
-    )
     data.add_argument("--source-lang", help="source column or language code (default: the first language of --pair)")
     data.add_argument("--target-lang", help="target column or language code (default: the second language of --pair)")
     data.add_argument("--train-file", help="JSONL ({'translation': {src: ..., tgt: ...}} per line) or CSV")
@@ -89,7 +83,7 @@ def build_parser() -> argparse.ArgumentParser:
     for field in dataclasses.fields(recipe.Recipe):
         if "group" not in field.metadata:
             continue  # size: --size
-        choices = recipe.SELECTIONS if field.name == "selection" else None
+        choices = {"selection": recipe.SELECTIONS, "versions": VERSION_CHOICES}.get(field.name)
         kind = str if choices else float if field.name == "dropout" else field.type
         groups[field.metadata["group"]].add_argument(
             f"--{field.name.replace('_', '-')}",
@@ -147,8 +141,9 @@ def pair_argument(pair: str) -> str:
     return pair
 
 
-def data_source(args: argparse.Namespace) -> DataSource:
-    """Where the run's pairs come from: the files, a `datasets` dataset, or the built-in corpus of `--pair`."""
+def data_source(args: argparse.Namespace, versions: str) -> DataSource:
+    """Where the run's pairs come from: the files, a `datasets` dataset, or the built-in corpus of `--pair` (in
+    `versions`)."""
     files = None
     if args.train_file:
         named = {"train": args.train_file, "validation": args.validation_file, "test": args.test_file}
@@ -158,7 +153,7 @@ def data_source(args: argparse.Namespace) -> DataSource:
         source=source,
         target=target,
         pair=args.pair,
-        versions=args.versions,
+        versions=versions,
         files=files,
         dataset_name=args.dataset_name,
         dataset_config=args.dataset_config,
@@ -183,6 +178,10 @@ def parse_args(argv: list[str] | None = None) -> TrainingJob:
     except ValueError as error:  # named as the options that set them
         message = re.sub(r"\b[a-z]+(?:_[a-z]+)*\b", lambda word: RECIPE_OPTIONS.get(word[0], word[0]), str(error))
         parser.error(f"--preset {args.preset} with these options: {message}")
+    source = languages(args)[0]
+    built_in = not (args.train_file or args.dataset_name)
+    if built_in and run.versions == "mixed" and len(free_versions(source)) < 2:
+        parser.error(f"--versions mixed adds the source's second free version, and {source} has only one")
     for name, least in (("num_proc", 1), ("tokenizer_sample", 1), ("test_beams", 1), ("test_limit", 1), ("show", 0)):
         if getattr(args, name) is not None and getattr(args, name) < least:
             parser.error(f"--{name.replace('_', '-')} must be at least {least}, got {getattr(args, name)}")
@@ -191,7 +190,7 @@ def parse_args(argv: list[str] | None = None) -> TrainingJob:
         parser.error(problem)
     return TrainingJob(
         output_dir=args.output_dir,
-        data=data_source(args),
+        data=data_source(args, run.versions),
         preset=args.preset,
         recipe=run,
         seed=args.seed,
