@@ -77,7 +77,7 @@ def data_description(results: dict[str, Any]) -> tuple[str | None, str, str, str
         trained, short = {
             "one": ("one version a side", "one version a side"),
             "mixed": (
-                "one version a side, and one train verse in six also worded as the second free source version",
+                "one version a side, and one train verse in 12 also worded as the second free source version",
                 "a second source version in part",
             ),
             "all": ("every free version of each side paired", "every free version"),

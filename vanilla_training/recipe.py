@@ -74,7 +74,7 @@ class Recipe:
     )
     versions: str = setting(
         "data",
-        "built-in corpus: train on one version a side (one), that and one verse in six worded as the source's second "
+        "built-in corpus: train on one version a side (one), that and one verse in 12 worded as the source's second "
         "free version (mixed), or every free version pairing (all)",
         default="one",
     )
@@ -110,7 +110,7 @@ RECIPES = {
     # tokens at the full learning rate of equation 3 after a 400-step warmup, for as many steps as 10 minutes allow;
     # validation BLEU on the whole validation split every 2,000 steps and at the end picks the checkpoints to average;
     # it decodes with a length penalty of 1.0 (chosen on the validation split). On the built-in corpus, one train verse
-    # in six comes a second time worded as the source's second free version (English: the KJV beside the WEB), which
+    # in 12 comes a second time worded as the source's second free version (English: the KJV beside the WEB), which
     # makes it robust to that wording at no cost to the first. docs/recipes.md lists how this differs from the paper,
     # and why.
     "demo": Recipe(

@@ -1,7 +1,7 @@
 """Build the built-in parallel corpus of a language pair, or list the corpus's languages and versions.
 
 vanilla-corpus --pair de-en                 # one version a side
-vanilla-corpus --pair en-de --versions mixed  # and one train verse in six in the second free source version
+vanilla-corpus --pair en-de --versions mixed  # and one train verse in 12 in the second free source version
 vanilla-corpus --pair en-fr --versions all  # every free version of each side in train
 vanilla-corpus --list-pairs
 """
@@ -25,7 +25,7 @@ def main(argv: list[str] | None = None) -> None:
         "--versions",
         default="one",
         choices=VERSION_CHOICES,
-        help="train on the first free version of each side (one, default), that and one verse in six in the "
+        help="train on the first free version of each side (one, default), that and one verse in 12 in the "
         "second free source version (mixed), or every free version pairing (all)",
     )
     parser.add_argument("--list-pairs", action="store_true", help="list the languages and versions, then exit")
