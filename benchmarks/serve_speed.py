@@ -5,9 +5,10 @@ For each system (torch fp32 and bf16 with vanilla-serve's continuous batching, b
 `-batches` systems, `--batching batches`; CTranslate2 float32 and int8), the script starts `vanilla-serve MODEL` with
 that backend in a process of its own on a free port of 127.0.0.1 (no cache: `--cache-size 0`), and for each client
 count runs that many client threads, each posting `--per-request` consecutive sentences as one paragraph per request
-to POST /translate (1: one sentence a request), one request after the other, until every sentence has been sent
-once. Reported: sentences per second (all sentences / wall time), the median (p50) and 95th percentile (p95) of
-request latency and the server's mean batch in sentences (from its /metrics: with continuous batching, the
+to POST /translate (1: one sentence a request), one request after the other on a connection of its own kept open
+(HTTP keep-alive, as browsers and client libraries' sessions do), until every sentence has been sent once.
+Reported: sentences per second (all sentences / wall time), the median (p50) and 95th percentile (p95) of request
+latency and the server's mean batch in sentences (from its /metrics: with continuous batching, the
 sentences in the batch at each decoding step). Beside them the offline job: the same
 backend, in this process, translating all the sentences in batches of similar length within `--max-tokens` source
 tokens; the same job cut first into groups of as many sentences as the most clients have in flight (clients x
@@ -27,11 +28,13 @@ The client threads run in this process and share the machine with the server: on
 """
 
 import argparse
+import http.client
 import json
 import subprocess
 import sys
 import tempfile
 import time
+import urllib.parse
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -107,13 +110,15 @@ def start_server(
     raise TimeoutError(f"vanilla-serve did not start: {log.read_text()}")
 
 
-def post(url: str, text: str, source: str, target: str) -> float:
-    """Seconds to translate `text` through POST /translate."""
-    body = json.dumps({"q": text, "source": source, "target": target}).encode()
+def post(connection: http.client.HTTPConnection, text: str, source: str, target: str) -> float:
+    """Seconds to translate `text` through POST /translate on `connection` (kept open between requests)."""
+    body = json.dumps({"q": text, "source": source, "target": target})
     started = time.perf_counter()
-    call = urllib.request.Request(url + "/translate", data=body, headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(call, timeout=600) as response:
-        json.loads(response.read())
+    connection.request("POST", "/translate", body, {"Content-Type": "application/json"})
+    response = connection.getresponse()
+    answer = json.loads(response.read())
+    if response.status != 200:
+        raise RuntimeError(f"POST /translate answered {response.status}: {answer}")
     return time.perf_counter() - started
 
 
@@ -140,7 +145,11 @@ def measure_server(url: str, sentences: list[str], per_request: int, clients: in
     shares = [requests[i::clients] for i in range(clients)]
 
     def client(share: list[str]) -> list[float]:
-        return [post(url, text, source, target) for text in share]
+        connection = http.client.HTTPConnection(urllib.parse.urlsplit(url).netloc, timeout=600)
+        try:
+            return [post(connection, text, source, target) for text in share]
+        finally:
+            connection.close()
 
     sentences_before, batches_before = batch_totals(url)
     started = time.perf_counter()
@@ -233,7 +242,9 @@ def main(argv: list[str] | None = None) -> dict:
                 args.model, system, cache, Path(folder) / f"{system}.log", args.server_max_tokens
             )
             try:
-                post(url, sentences[0], source, target)  # warm-up
+                warm_up = http.client.HTTPConnection(urllib.parse.urlsplit(url).netloc, timeout=600)
+                post(warm_up, sentences[0], source, target)
+                warm_up.close()
                 for clients in args.clients:
                     results[system][clients] = measure_server(url, sentences, args.per_request, clients, source, target)
             finally:
