@@ -58,7 +58,9 @@ def test_the_demo_mixes_in_a_second_source_version_where_there_is_one(capsys: py
     assert train_cli.parse_args(["--pair", "en-de", "--preset", "hour", "--output-dir", "x"]).data.versions == "one"
     with pytest.raises(SystemExit):
         train_cli.parse_args(["--pair", "de-en", "--versions", "mixed", "--output-dir", "x"])
-    assert "--versions mixed adds the source's second free version, and de has only one" in capsys.readouterr().err
+    assert "--versions: versions='mixed' adds the source's second free version, and de has only one" in (
+        capsys.readouterr().err
+    )
 
 
 def test_a_run_on_a_built_in_reverse_pair(tmp_path: Path, script_db: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811

@@ -511,3 +511,6 @@ def test_versions_mixed_adds_the_second_source_wording_of_some_verses(
 def test_unknown_versions_option(tmp_path: Path, script_db: Path) -> None:
     with pytest.raises(ValueError, match="versions='some': expected one of one, mixed, all"):
         build_corpus("en-fr", tmp_path, db_path=script_db, versions="some")
+    with pytest.raises(ValueError, match="versions='mixed' adds the source's second free version, and ru has only one"):
+        build_corpus("ru-fr", tmp_path, db_path=script_db, versions="mixed")
+    assert not (tmp_path / "ru-fr-mixed").exists()

@@ -387,7 +387,7 @@ def _build_splits(db_path: Path, source: str, target: str, versions: str) -> tup
         splits["train"] = _dedupe((s, t) for s, t, _ in splits["train"])
     elif versions == "mixed":
         one_train = _dedupe((s, t) for s, t, _ in splits["train"])
-        second = [(source_versions[1], target_versions[0])] if len(source_versions) > 1 else []
+        second = [(source_versions[1], target_versions[0])]
         keys = sorted(key for key in first_source if _split_of(key[0]) == "train")[::MIXED_EVERY]
         mixed = itertools.chain(one_train, _version_pairs(texts, keys, second, bounds))
         splits["train"] = _dedupe(mixed, on_target=True)
@@ -410,9 +410,13 @@ def corpus_folder(pair: str, versions: str = "one", out_dir: Path | None = None)
     return out_dir / (pair if versions == "one" else f"{pair}-{versions}")
 
 
-def _check_versions(versions: str) -> None:
+def check_versions(versions: str, source: str) -> None:
+    """ValueError naming the problem: a setting not in VERSION_CHOICES, or "mixed" for a source language with a
+    single free version (it has no second one to mix in)."""
     if versions not in VERSION_CHOICES:
         raise ValueError(f"versions={versions!r}: expected one of {', '.join(VERSION_CHOICES)}")
+    if versions == "mixed" and len(free_versions(source)) < 2:
+        raise ValueError(f"versions='mixed' adds the source's second free version, and {source} has only one")
 
 
 def build_corpus(
@@ -432,7 +436,7 @@ def build_corpus(
     deterministic; an existing build with the current recipe version is reused as is.
     """
     source, target = parse_pair(pair)
-    _check_versions(versions)
+    check_versions(versions, source)
     out_dir = Path(out_dir) if out_dir is not None else default_data_dir()
     folder = corpus_folder(pair, versions, out_dir)
     files = {split: folder / f"{split}.jsonl" for split in SPLITS}

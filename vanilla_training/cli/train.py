@@ -23,7 +23,7 @@ from accelerate import PartialState
 from modeling_vanilla import PRESETS, VanillaForConditionalGeneration
 
 from .. import allocator, recipe
-from ..corpus import VERSION_CHOICES, free_versions, parse_pair
+from ..corpus import VERSION_CHOICES, check_versions, parse_pair
 from ..precision import PRECISIONS, mixed_precision_problem, resolve_precision
 from ..preprocess import DataSource
 from ..train import ModelFactory, TrainingJob, train
@@ -178,10 +178,11 @@ def parse_args(argv: list[str] | None = None) -> TrainingJob:
     except ValueError as error:  # named as the options that set them
         message = re.sub(r"\b[a-z]+(?:_[a-z]+)*\b", lambda word: RECIPE_OPTIONS.get(word[0], word[0]), str(error))
         parser.error(f"--preset {args.preset} with these options: {message}")
-    source = languages(args)[0]
-    built_in = not (args.train_file or args.dataset_name)
-    if built_in and run.versions == "mixed" and len(free_versions(source)) < 2:
-        parser.error(f"--versions mixed adds the source's second free version, and {source} has only one")
+    if not (args.train_file or args.dataset_name):  # the built-in corpus
+        try:
+            check_versions(run.versions, languages(args)[0])
+        except ValueError as error:
+            parser.error(f"--versions: {error}")
     for name, least in (("num_proc", 1), ("tokenizer_sample", 1), ("test_beams", 1), ("test_limit", 1), ("show", 0)):
         if getattr(args, name) is not None and getattr(args, name) < least:
             parser.error(f"--{name.replace('_', '-')} must be at least {least}, got {getattr(args, name)}")
