@@ -28,6 +28,7 @@ The client threads run in this process and share the machine with the server: on
 """
 
 import argparse
+import contextlib
 import http.client
 import json
 import subprocess
@@ -110,6 +111,11 @@ def start_server(
     raise TimeoutError(f"vanilla-serve did not start: {log.read_text()}")
 
 
+def connect(url: str) -> http.client.HTTPConnection:
+    """A connection to the server at `url`, kept open between requests."""
+    return http.client.HTTPConnection(urllib.parse.urlsplit(url).netloc, timeout=600)
+
+
 def post(connection: http.client.HTTPConnection, text: str, source: str, target: str) -> float:
     """Seconds to translate `text` through POST /translate on `connection` (kept open between requests)."""
     body = json.dumps({"q": text, "source": source, "target": target})
@@ -145,11 +151,8 @@ def measure_server(url: str, sentences: list[str], per_request: int, clients: in
     shares = [requests[i::clients] for i in range(clients)]
 
     def client(share: list[str]) -> list[float]:
-        connection = http.client.HTTPConnection(urllib.parse.urlsplit(url).netloc, timeout=600)
-        try:
+        with contextlib.closing(connect(url)) as connection:
             return [post(connection, text, source, target) for text in share]
-        finally:
-            connection.close()
 
     sentences_before, batches_before = batch_totals(url)
     started = time.perf_counter()
@@ -242,9 +245,8 @@ def main(argv: list[str] | None = None) -> dict:
                 args.model, system, cache, Path(folder) / f"{system}.log", args.server_max_tokens
             )
             try:
-                warm_up = http.client.HTTPConnection(urllib.parse.urlsplit(url).netloc, timeout=600)
-                post(warm_up, sentences[0], source, target)
-                warm_up.close()
+                with contextlib.closing(connect(url)) as warm_up:
+                    post(warm_up, sentences[0], source, target)
                 for clients in args.clients:
                     results[system][clients] = measure_server(url, sentences, args.per_request, clients, source, target)
             finally:
