@@ -27,6 +27,7 @@ from vanilla_training.cli.train import main
 from vanilla_training.evaluation import corpus_bleu
 from vanilla_training.tokenizer import train_joint_bpe
 from vanilla_training.trainer import TranslationTrainer
+from vanilla_training.translator import load_translator
 
 from helpers import WORDS, fine_tune_args, free_port, tiny_model, toy_pairs, toy_run_args, write_toy_corpus
 
@@ -465,9 +466,12 @@ def test_pruning_keeps_the_last_average_last_checkpoints_whose_mean_is_the_final
     average_main([*map(str, kept[::-1]), "--output", str(by_paths)])  # vanilla-average-checkpoints
     assert f"averaged 3 checkpoints into {by_paths}" in capsys.readouterr().out
     average_main(["--last", "3", str(run), "--output", str(by_last)])
+    sentences = [" ".join(pair[0].split()[:6]) for pair in toy_pairs(random.Random(7), 3)]
+    expected = load_translator(run / "final").translate(sentences, num_beams=1)  # checkpoints decode greedily
     for folder in (by_paths, by_last):
         averaged = load_file(folder / "model.safetensors")
         assert all(torch.equal(averaged[name], final[name]) for name in final), folder
+        assert load_translator(folder).translate(sentences, num_beams=1) == expected, folder  # tokenizer included
 
     errors = [
         (["--last", "0", str(run)], "--last must be at least 1, got 0"),
@@ -487,6 +491,8 @@ def test_pruning_keeps_the_last_average_last_checkpoints_whose_mean_is_the_final
     tiny_model(encoder_layers=1).save_pretrained(other)
     with pytest.raises(ValueError, match=r"checkpoint-99 does not hold the same tensors as .*checkpoint-8"):
         average_main([str(kept[0]), str(other), "--output", str(tmp_path / "refused")])
+    average_main([str(other), "--output", str(tmp_path / "untokenized")])
+    assert f"no tokenizer in {other} or {tmp_path}" in capsys.readouterr().out
     assert not (tmp_path / "refused").exists()
 
 

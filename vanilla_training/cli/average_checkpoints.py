@@ -7,6 +7,7 @@ vanilla-average-checkpoints --last 5 runs/base --output runs/base/averaged
 import argparse
 from pathlib import Path
 
+from transformers import AutoTokenizer
 from transformers.trainer_utils import sort_checkpoints
 
 from ..average_checkpoints import average_checkpoints
@@ -35,6 +36,13 @@ def main(argv: list[str] | None = None) -> None:
     model = average_checkpoints(checkpoints)
     model.save_pretrained(args.output)
     print(f"averaged {len(checkpoints)} checkpoints into {args.output}: {', '.join(str(c) for c in checkpoints)}")
+    last = Path(checkpoints[-1])
+    holder = next((folder for folder in (last, last.parent) if (folder / "tokenizer_config.json").is_file()), None)
+    if holder is None:
+        print(f"no tokenizer in {last} or {last.parent}: {args.output} holds the model alone; save its tokenizer there")
+        return
+    AutoTokenizer.from_pretrained(holder).save_pretrained(args.output)  # a model folder that vanilla-translate takes
+    print(f"tokenizer of {holder} saved beside it")
 
 
 if __name__ == "__main__":
