@@ -133,7 +133,7 @@ RECIPES = {
     ),
     # An hour of training on 2 CPU cores: the "small" size (d_model 256, 3 + 3 layers) with dropout 0.2 and half of
     # equation 3's learning rate (at the full rate this size stalls and its decoder ignores the source), stopping
-    # after 3 evaluations (6,000 steps) without a better validation BLEU (docs/recipes.md).
+    # after 3 evaluations (6,000 steps) without a better validation BLEU; the demo's versions (docs/recipes.md).
     "hour": Recipe(
         size="small",
         vocab_size=4000,
@@ -151,6 +151,7 @@ RECIPES = {
         max_train_minutes=60.0,
         selection="best",
         patience=3,
+        versions="mixed",
     ),
     # The paper's base model (Table 3) with ~25k target tokens per step (section 5.1; 4096 x 6 accumulated on one
     # device: divide gradient_accumulation_steps by the number of processes).
