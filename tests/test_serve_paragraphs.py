@@ -1,12 +1,22 @@
 """Paragraphs in, paragraphs out: sentences found and put back with the input's exact whitespace; over-long sentences
 cut at clause or word boundaries, never truncated; HTML markup kept byte for byte."""
 
+import pysbd
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from vanilla_training.serving import paragraphs
 from vanilla_training.serving.html_text import html_segments
-from vanilla_training.serving.paragraphs import Piece, rejoin, sentences, split_long, split_text, translate_paragraphs
+from vanilla_training.serving.paragraphs import (
+    Piece,
+    plain_sentence,
+    rejoin,
+    sentences,
+    split_long,
+    split_text,
+    translate_paragraphs,
+)
 
 
 def shout(batch: list[str]) -> list[str]:
@@ -46,6 +56,59 @@ def test_sentences_are_split_with_the_rules_of_the_language(language, text, expe
 
 def test_a_line_break_always_ends_a_sentence():
     assert sentences(split_text("a line without a stop\nanother one", "en")) == ["a line without a stop", "another one"]
+
+
+# Letters, digits and every mark pysbd's rules look at (the sentence ends of its languages, quotes, brackets, list
+# markers, its placeholder letters), in words as users write them.
+WORDS = ["a", "I", "b", "ii", "Mr", "God", "went", "x1", "12", "3", "é", "ȸ", "il", "Müller", "日本", "नमस्ते", "ورد"]
+MARKS = list(".!?,;:'’\"“”()[]-–—…|•*/") + ["。", "．", "！", "？", "؟", "،", "۔", "।", "።", "፧", "։", "՜", "။", "၏"]
+
+
+PAUSES = [" "] * 60 + [", "] * 10 + [": ", "; "] * 5 + ["  ", ""]
+SEPARATORS = PAUSES * 8 + [mark + " " for mark in MARKS] + [" " + mark for mark in MARKS]  # a mark: 1 in 9
+
+
+@settings(max_examples=3000, deadline=None)
+@given(
+    st.sampled_from(["en", "de", "fr", "el", "ar", "fa", "hi", "hy", "am", "my", "ur", "zh", "ja", "xx"]),
+    st.lists(st.tuples(st.sampled_from(WORDS), st.sampled_from(SEPARATORS)), min_size=1, max_size=8),
+    st.sampled_from(MARKS + ["", "", ""]),
+)
+def test_a_line_taken_whole_without_pysbd_is_one_sentence_for_pysbd(language, words, end):
+    """pysbd itself is the oracle: whatever line `plain_sentence` takes whole, pysbd's rules for that language
+    (English's for a language it does not know) find exactly that one sentence in it."""
+    line = ("".join(word + separator for word, separator in words[:-1]) + words[-1][0] + end).strip()
+    if plain_sentence(language).fullmatch(line):
+        rules = pysbd.Segmenter(language=language if language != "xx" else "en", clean=False)
+        assert [found.strip() for found in rules.segment(line) if found.strip()] == [line]
+
+
+def test_plain_verses_are_taken_whole_and_the_others_go_to_pysbd(monkeypatch):
+    asked = []
+    segmenter = paragraphs.segmenter
+
+    def watched(language):
+        asked.append(language)
+        return segmenter(language)
+
+    monkeypatch.setattr(paragraphs, "segmenter", watched)
+    for language, text in [
+        ("en", "And God said, Let there be light: and there was light."),
+        ("en", "He confessed, and didn't deny; he was God's servant!"),
+        ("de", "Und Gott sprach: Es werde Licht."),
+        ("el", "Και είπεν ο Θεός, Γενηθήτω φως."),
+        ("zh", "神说要有光就有了光。"),
+    ]:
+        assert sentences(split_text(text, language)) == [text]
+    assert asked == []
+    for language, text, expected in [
+        ("en", "Let there be light. And there was light.", ["Let there be light.", "And there was light."]),
+        ("en", 'He said "Go" and went.', ['He said "Go" and went.']),
+        ("el", "Τι είναι; Είναι φως.", ["Τι είναι;", "Είναι φως."]),  # ; asks a question in Greek
+        ("en", "It costs 5.", ["It costs 5."]),
+    ]:
+        assert sentences(split_text(text, language)) == expected
+    assert len(asked) == 4
 
 
 @settings(max_examples=200, deadline=None)

@@ -23,6 +23,7 @@ BATCHING = ("continuous", "batches")
 PRECISIONS = ("auto", "fp32", "bf16")
 QUANTIZATIONS = ("float32", "int8")
 CPU_BATCH = 8  # sentences of a CTranslate2 batch on a CPU
+LANES_PER_WORKER = 2  # batches in flight for each CTranslate2 worker: one translated, the next queued behind it
 
 
 class Backend(Protocol):
@@ -101,8 +102,9 @@ class CTranslate2Backend:
     """The model exported to CTranslate2 (on the fly into `cache`, see `ct2_model_folder`), decoding with the
     model's beam size and length penalty, at most the longest source + 50 tokens, as `generate` does. On a CPU,
     CTranslate2 runs a worker of one thread per core, each translating batches of `CPU_BATCH` sentences: the server
-    keeps a batch in flight on each (`lanes`), and a longer batch is sorted by length and cut into such batches,
-    which the workers translate side by side (docs/serving.md says why)."""
+    keeps `LANES_PER_WORKER` batches in flight for each (`lanes`), so that a worker that ends a batch starts the one
+    queued behind it at once, and a longer batch is sorted by length and cut into such batches, which the workers
+    translate side by side (docs/serving.md says why)."""
 
     def __init__(self, translator: Translator, quantization: str = "int8", cache: Path | None = None, beams=None):
         import ctranslate2
@@ -114,10 +116,11 @@ class CTranslate2Backend:
         self.folder = ct2_model_folder(translator, quantization, cache)
         self.device = "cuda" if torch.cuda.is_available() else "cpu"
         threads = torch.get_num_threads()
-        self.lanes = threads if self.device == "cpu" else 1
+        workers = threads if self.device == "cpu" else 1
+        self.lanes = LANES_PER_WORKER * workers if self.device == "cpu" else 1
         self.batch_sentences = CPU_BATCH if self.device == "cpu" else None
         self.model = ctranslate2.Translator(
-            str(self.folder), device=self.device, compute_type=quantization, inter_threads=self.lanes, intra_threads=1
+            str(self.folder), device=self.device, compute_type=quantization, inter_threads=workers, intra_threads=1
         )
         torch.set_num_threads(threads)  # CTranslate2 set the OpenMP threads of this thread (torch's) to intra_threads
         config = translator.model.generation_config
