@@ -9,7 +9,10 @@ to POST /translate (1: one sentence a request), one request after the other on a
 (HTTP keep-alive, as browsers and client libraries' sessions do), until every sentence has been sent once.
 Reported: sentences per second (all sentences / wall time), the median (p50) and 95th percentile (p95) of request
 latency and the server's mean batch in sentences (from its /metrics: with continuous batching, the
-sentences in the batch at each decoding step). Beside them the offline job: the same
+sentences in the batch at each decoding step); and, at the most clients, where the machine's CPU time went, per
+sentence (Linux's /proc): the server's event loop (its main thread: HTTP, parsing, sentence splitting, batching),
+its other threads (the model), the client threads, and the share of the machine left idle. Beside them the offline
+job: the same
 backend, in this process, translating all the sentences in batches of similar length within `--max-tokens` source
 tokens; the same job cut first into groups of as many sentences as the most clients have in flight (clients x
 per-request), each group batched alone: what batching those requests as they come can give, since no batch can hold
@@ -31,6 +34,7 @@ import argparse
 import contextlib
 import http.client
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -144,9 +148,28 @@ def batch_totals(url: str) -> tuple[float, float]:
     return totals["sum"], totals["count"]
 
 
-def measure_server(url: str, sentences: list[str], per_request: int, clients: int, source: str, target: str) -> dict:
+def cpu_seconds(pid: int) -> dict[str, float]:
+    """CPU seconds so far of process `pid`'s main thread and of its other threads, and of the machine's idle time
+    (all cores), from Linux's /proc; empty where there is none."""
+    if not Path("/proc/stat").exists():
+        return {}
+    ticks = os.sysconf("SC_CLK_TCK")
+    seconds = {"event_loop": 0.0, "other_threads": 0.0}
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
+        used = (int(fields[11]) + int(fields[12])) / ticks  # utime + stime
+        seconds["event_loop" if task.name == str(pid) else "other_threads"] += used
+    seconds["idle"] = int(Path("/proc/stat").read_text().split()[4]) / ticks
+    return seconds
+
+
+def measure_server(
+    url: str, sentences: list[str], per_request: int, clients: int, source: str, target: str, pid: int
+) -> dict:
     """Sentences per second, latency percentiles and the server's mean batch (sentences) with `clients` threads
-    sharing the requests (each `per_request` consecutive sentences joined by a space)."""
+    sharing the requests (each `per_request` consecutive sentences joined by a space), and the CPU milliseconds per
+    sentence of the server (`pid`; its event loop and its other threads) and of the clients, and the machine's idle
+    share (`cpu_seconds`)."""
     requests = [" ".join(sentences[i : i + per_request]) for i in range(0, len(sentences), per_request)]
     shares = [requests[i::clients] for i in range(clients)]
 
@@ -155,17 +178,25 @@ def measure_server(url: str, sentences: list[str], per_request: int, clients: in
             return [post(connection, text, source, target) for text in share]
 
     sentences_before, batches_before = batch_totals(url)
+    cpu_before, clients_before = cpu_seconds(pid), time.process_time()
     started = time.perf_counter()
     with ThreadPoolExecutor(clients) as pool:
         latencies = [latency for share in pool.map(client, shares) for latency in share]
     seconds = time.perf_counter() - started
+    cpu_after, clients_after = cpu_seconds(pid), time.process_time()
     sentences_after, batches_after = batch_totals(url)
-    return {
+    result = {
         "sentences_per_second": len(sentences) / seconds,
         "sentences_per_batch": (sentences_after - sentences_before) / max(batches_after - batches_before, 1),
         "p50": float(np.percentile(latencies, 50)),
         "p95": float(np.percentile(latencies, 95)),
     }
+    if cpu_before:
+        for name in ("event_loop", "other_threads"):
+            result[f"{name}_ms"] = (cpu_after[name] - cpu_before[name]) * 1000 / len(sentences)
+        result["clients_ms"] = (clients_after - clients_before) * 1000 / len(sentences)
+        result["idle"] = (cpu_after["idle"] - cpu_before["idle"]) / (seconds * (os.cpu_count() or 1))
+    return result
 
 
 def measure_offline(
@@ -248,7 +279,9 @@ def main(argv: list[str] | None = None) -> dict:
                 with contextlib.closing(connect(url)) as warm_up:
                     post(warm_up, sentences[0], source, target)
                 for clients in args.clients:
-                    results[system][clients] = measure_server(url, sentences, args.per_request, clients, source, target)
+                    results[system][clients] = measure_server(
+                        url, sentences, args.per_request, clients, source, target, process.pid
+                    )
             finally:
                 process.terminate()
                 process.wait(timeout=120)
@@ -276,6 +309,14 @@ def main(argv: list[str] | None = None) -> dict:
             f"/ in sorted groups {at_most / result['offline_in_sorted_groups']:.2f}x, "
             f"{most} clients / {fewest} client(s) {at_most / result[fewest]['sentences_per_second']:.2f}x"
         )
+    for system, result in results.items():
+        if "idle" in result[most]:
+            cpu = result[most]
+            print(
+                f"{system} at {most} clients, CPU per sentence: event loop {cpu['event_loop_ms']:.2f} ms, other "
+                f"server threads {cpu['other_threads_ms']:.2f} ms, clients {cpu['clients_ms']:.2f} ms; "
+                f"machine idle {cpu['idle']:.0%}"
+            )
     if {"ct2-int8", "torch-bf16"} <= results.keys():
         ratio = results["ct2-int8"][most]["sentences_per_second"] / results["torch-bf16"][most]["sentences_per_second"]
         print(f"ct2-int8 / torch-bf16 at {most} clients: {ratio:.2f}x")

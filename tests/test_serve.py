@@ -765,10 +765,13 @@ def test_the_serving_benchmark_runs_at_a_tiny_size(run, tmp_path, capsys):
     assert "torch-fp32: 2 clients / offline" in printed and "2 clients / 1 client(s)" in printed
     assert "offline in groups of 4" in printed and "in sorted groups of 4" in printed
     assert "ct2-float32: 2 clients / offline" in printed
+    assert "ct2-float32 at 2 clients, CPU per sentence: event loop" in printed
     results = json.loads((tmp_path / "speed.json").read_text())
     assert results["sentences"] == len(LINES) and results["per_request"] == 2
     for system in ("torch-fp32", "ct2-float32"):
         assert set(results["results"][system]) == {"offline", "offline_in_groups", "offline_in_sorted_groups", "1", "2"}
+        cpu = results["results"][system]["2"]
+        assert min(cpu["event_loop_ms"], cpu["other_threads_ms"], cpu["clients_ms"]) >= 0 and 0 <= cpu["idle"] <= 1
 
 
 def test_a_model_that_records_no_languages_takes_them_from_the_command_line(run, tmp_path):
