@@ -467,11 +467,15 @@ def test_pruning_keeps_the_last_average_last_checkpoints_whose_mean_is_the_final
     assert f"averaged 3 checkpoints into {by_paths}" in capsys.readouterr().out
     average_main(["--last", "3", str(run), "--output", str(by_last)])
     sentences = [" ".join(pair[0].split()[:6]) for pair in toy_pairs(random.Random(7), 3)]
-    expected = load_translator(run / "final").translate(sentences, num_beams=1)  # checkpoints decode greedily
+    expected = load_translator(run / "final").translate(sentences)
+    decoding = json.loads((run / "final" / "generation_config.json").read_text())
+    greedy = json.loads((kept[-1] / "generation_config.json").read_text())  # what checkpoints carry
+    assert decoding["num_beams"] == 4 and "num_beams" not in greedy
     for folder in (by_paths, by_last):
         averaged = load_file(folder / "model.safetensors")
         assert all(torch.equal(averaged[name], final[name]) for name in final), folder
-        assert load_translator(folder).translate(sentences, num_beams=1) == expected, folder  # tokenizer included
+        assert json.loads((folder / "generation_config.json").read_text()) == decoding, folder  # not greedy
+        assert load_translator(folder).translate(sentences) == expected, folder  # tokenizer included
 
     errors = [
         (["--last", "0", str(run)], "--last must be at least 1, got 0"),
@@ -492,7 +496,11 @@ def test_pruning_keeps_the_last_average_last_checkpoints_whose_mean_is_the_final
     with pytest.raises(ValueError, match=r"checkpoint-99 does not hold the same tensors as .*checkpoint-8"):
         average_main([str(kept[0]), str(other), "--output", str(tmp_path / "refused")])
     average_main([str(other), "--output", str(tmp_path / "untokenized")])
-    assert f"no tokenizer in {other} or {tmp_path}" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert f"no tokenizer in {other} or {tmp_path}" in printed
+    assert "it decodes as the paper does (no final model beside the checkpoints): beam 4, length penalty 0.6" in printed
+    paper = json.loads((tmp_path / "untokenized" / "generation_config.json").read_text())
+    assert (paper["num_beams"], paper["length_penalty"], paper["early_stopping"]) == (4, 0.6, True)
     assert not (tmp_path / "refused").exists()
 
 

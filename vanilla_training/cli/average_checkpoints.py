@@ -2,13 +2,19 @@
 
 vanilla-average-checkpoints runs/base/checkpoint-* --output runs/base/averaged
 vanilla-average-checkpoints --last 5 runs/base --output runs/base/averaged
+
+The averaged model decodes as the run's final model does (its final/generation_config.json: beam 4 and the recipe's
+length penalty), or, in a run that has no final model yet, as the paper does (beam 4, length penalty 0.6); the
+checkpoints themselves carry the greedy decoding used for validation while training.
 """
 
 import argparse
 from pathlib import Path
 
-from transformers import AutoTokenizer
+from transformers import AutoTokenizer, GenerationConfig
 from transformers.trainer_utils import sort_checkpoints
+
+from modeling_vanilla import paper_generation_config
 
 from ..average_checkpoints import average_checkpoints
 
@@ -34,9 +40,17 @@ def main(argv: list[str] | None = None) -> None:
             parser.error(f"--last {args.last}: {args.paths[0]} holds {len(found)} checkpoint-<step> folders")
         checkpoints = found[-args.last :]
     model = average_checkpoints(checkpoints)
+    last = Path(checkpoints[-1])
+    final = last.parent / "final"
+    if (final / "generation_config.json").is_file():
+        model.generation_config, decoding = GenerationConfig.from_pretrained(final), f"as {final} does"
+    else:
+        model.generation_config = paper_generation_config(model.config, model.generation_config)
+        decoding = "as the paper does (no final model beside the checkpoints)"
     model.save_pretrained(args.output)
     print(f"averaged {len(checkpoints)} checkpoints into {args.output}: {', '.join(str(c) for c in checkpoints)}")
-    last = Path(checkpoints[-1])
+    print(f"it decodes {decoding}: beam {model.generation_config.num_beams}, ", end="")
+    print(f"length penalty {model.generation_config.length_penalty}")
     holder = next((folder for folder in (last, last.parent) if (folder / "tokenizer_config.json").is_file()), None)
     if holder is None:
         print(f"no tokenizer in {last} or {last.parent}: {args.output} holds the model alone; save its tokenizer there")
