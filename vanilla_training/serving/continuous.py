@@ -82,7 +82,7 @@ class Beams:
         """The sentences at `index`, in that order."""
         return Beams(
             [self.keys[i] for i in index.tolist()],
-            *(getattr(self, field.name)[index] for field in dataclasses.fields(self)[1:]),
+            *(getattr(self, field.name).index_select(0, index) for field in dataclasses.fields(self)[1:]),
         )
 
     @staticmethod
@@ -153,9 +153,10 @@ class ContinuousDecoder:
         )
         rows = torch.arange(count, device=device).repeat_interleave(self.beams)  # a cache row for each beam
         cross = [
-            (key[rows], value[rows]) for key, value in self.model.get_decoder().cross_attention_keys_and_values(encoded)
+            (key.index_select(0, rows), value.index_select(0, rows))
+            for key, value in self.model.get_decoder().cross_attention_keys_and_values(encoded)
         ]
-        self._add(newcomers, cross, inputs["attention_mask"][rows])
+        self._add(newcomers, cross, inputs["attention_mask"].index_select(0, rows))
 
     @torch.no_grad()
     def step(self) -> list[tuple[Hashable, list[str]]]:
@@ -307,8 +308,10 @@ class ContinuousDecoder:
         longest = int(beams.source_lengths.max())
         for layer in self.cache.self_attention_cache.layers:
             if layer.is_initialized:  # (not before the batch's first step)
-                layer.keys, layer.values = layer.keys[order, :, padding:], layer.values[order, :, padding:]
+                layer.keys = layer.keys.index_select(0, order)[:, :, padding:]
+                layer.values = layer.values.index_select(0, order)[:, :, padding:]
         for layer in self.cache.cross_attention_cache.layers:
-            layer.keys, layer.values = layer.keys[order, :, :longest], layer.values[order, :, :longest]
-        self.source_mask = self.source_mask[order, :longest]
+            layer.keys = layer.keys.index_select(0, order)[:, :, :longest]
+            layer.values = layer.values.index_select(0, order)[:, :, :longest]
+        self.source_mask = self.source_mask.index_select(0, order)[:, :longest]
         self.beams_state = beams
