@@ -644,31 +644,26 @@ def test_ctranslate2_float32_equals_the_translator_and_its_export_is_cached(run,
 
 def test_ctranslate2_lanes_answer_concurrent_requests_in_batches_of_at_most_cpu_batch(run, translator, tmp_path):
     """The app with the CTranslate2 backend (float32) keeps two batches in flight for each of its workers (one a
-    core): the requests sent at once each get their own translation (vanilla-translate's), as many batches as there
-    are lanes are given to CTranslate2 at once (with one lane a worker, half as many), and no batch holds more than
-    CPU_BATCH sentences (with the limit ignored, the requests share one batch and this fails)."""
+    core): the requests sent at once each get their own translation (vanilla-translate's), the first batches meet
+    all at once in CTranslate2's hands, as many as there are lanes (with a thread fewer to run them they never
+    meet and this fails), and no batch holds more than CPU_BATCH sentences (with the limit ignored, the requests
+    share one batch and this fails)."""
     lines = sorted({english for english, _ in toy_pairs(random.Random(3), 40, max_words=12)})
     expected = offline(translator, lines)
     backend = CTranslate2Backend(load_translator(run), "float32", cache=tmp_path / "ct2")
     workers = torch.get_num_threads()
     assert backend.model.num_translators == workers and backend.batch_sentences == CPU_BATCH
-    in_flight, most = 0, 0
-    lock = threading.Lock()
+    assert backend.lanes == 2 * workers
+    all_lanes = threading.Barrier(backend.lanes, timeout=60)  # broken (and the batches failed) if they never meet
+    calls = iter(range(len(lines)))
     translate = backend.translate
 
-    def counted(sentences, hypotheses=1):
-        nonlocal in_flight, most
-        with lock:
-            in_flight += 1
-            most = max(most, in_flight)
-        try:
-            time.sleep(0.05)  # long enough for the other lanes to take their batches
-            return translate(sentences, hypotheses)
-        finally:
-            with lock:
-                in_flight -= 1
+    def held(sentences, hypotheses=1):
+        if next(calls) < backend.lanes:  # the first batches wait until as many as there are lanes are in flight
+            all_lanes.wait()
+        return translate(sentences, hypotheses)
 
-    backend.translate = counted
+    backend.translate = held
     with InProcessServer([backend], Settings(wait_ms=20, cache_size=0)) as server:
         with ThreadPoolExecutor(len(lines)) as pool:
             answers = list(
@@ -681,7 +676,7 @@ def test_ctranslate2_lanes_answer_concurrent_requests_in_batches_of_at_most_cpu_
         batches = metric(server.url, 'vanilla_serve_batch_sentences_count{pair="en-de"}')
         within = metric(server.url, f'vanilla_serve_batch_sentences_bucket{{le="{float(CPU_BATCH)}",pair="en-de"}}')
         assert batches >= len(lines) / CPU_BATCH and within == batches
-    assert most == backend.lanes == 2 * workers
+    assert not all_lanes.broken
 
 
 def test_the_inference_endpoints_handler(run, translator, tmp_path):
