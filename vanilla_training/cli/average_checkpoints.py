@@ -49,8 +49,8 @@ def main(argv: list[str] | None = None) -> None:
         decoding = "as the paper does (no final model beside the checkpoints)"
     model.save_pretrained(args.output)
     print(f"averaged {len(checkpoints)} checkpoints into {args.output}: {', '.join(str(c) for c in checkpoints)}")
-    print(f"it decodes {decoding}: beam {model.generation_config.num_beams}, ", end="")
-    print(f"length penalty {model.generation_config.length_penalty}")
+    decoder = model.generation_config
+    print(f"it decodes {decoding}: beam {decoder.num_beams}, length penalty {decoder.length_penalty}")
     holder = next((folder for folder in (last, last.parent) if (folder / "tokenizer_config.json").is_file()), None)
     if holder is None:
         print(f"no tokenizer in {last} or {last.parent}: {args.output} holds the model alone; save its tokenizer there")
