@@ -25,6 +25,8 @@ Sentences: the English side of the built-in corpus's test split (`--pair`, built
 FILE` (a JSONL file of the corpus layout, or plain text, one sentence a line), first split into sentences as the
 server splits text (so that the server and the offline job translate the same sentences), at most `--limit`.
 The client threads run in this process and share the machine with the server: on 2 cores they take a part of it.
+`--torch-workers N` serves the torch systems with `vanilla-serve --workers N` (N processes, each with 1/N of the
+CPU threads).
 
     python benchmarks/serve_speed.py --model runs/demo
     python benchmarks/serve_speed.py --model runs/demo --systems torch-bf16,ct2-int8 --clients 1,32 --limit 300
@@ -89,15 +91,17 @@ def free_port() -> int:
 
 
 def start_server(
-    model: str, system: str, cache: Path, log: Path, max_tokens: int | None
+    model: str, system: str, cache: Path, log: Path, max_tokens: int | None, workers: int = 1
 ) -> tuple[subprocess.Popen, str]:
-    """vanilla-serve with the system's backend (and `max_tokens` a batch, if given), once it answers /health."""
+    """vanilla-serve with the system's backend (and `max_tokens` a batch, if given) in `workers` processes, once it
+    answers /health."""
     backend, kind, batching = SYSTEMS[system]
     port = free_port()
     option = ["--precision", kind, "--batching", batching] if backend == "torch" else []
     option += [] if backend == "torch" else ["--quantization", kind, "--ct2-cache", str(cache)]
     command = [sys.executable, "-m", "vanilla_training.cli.serve", model, "--port", str(port), "--backend", backend]
     command += [*option, "--cache-size", "0", "--log-level", "warning", "--max-queue", "100000"]
+    command += ["--workers", str(workers)]
     command += [] if max_tokens is None else ["--max-tokens", str(max_tokens)]
     with log.open("wb") as output:
         process = subprocess.Popen(command, stdout=output, stderr=output)
@@ -148,17 +152,29 @@ def batch_totals(url: str) -> tuple[float, float]:
     return totals["sum"], totals["count"]
 
 
+def stat_fields(path: Path) -> list[str]:
+    """The fields of a /proc stat file after the command's name: state, ppid, ... (field 3 onwards)."""
+    return path.read_text().rsplit(")", 1)[1].split()
+
+
 def cpu_seconds(pid: int) -> dict[str, float]:
-    """CPU seconds so far of process `pid`'s main thread and of its other threads, and of the machine's idle time
-    (all cores), from Linux's /proc; empty where there is none."""
+    """CPU seconds so far of the main threads of process `pid` and of its children (`--workers`: the worker
+    processes) and of their other threads, and of the machine's idle time (all cores), from Linux's /proc; empty
+    where there is none."""
     if not Path("/proc/stat").exists():
         return {}
     ticks = os.sysconf("SC_CLK_TCK")
+    processes = [pid]
+    for process in Path("/proc").iterdir():
+        with contextlib.suppress(OSError, IndexError):
+            if process.name.isdigit() and stat_fields(process / "stat")[1] == str(pid):
+                processes.append(int(process.name))
     seconds = {"event_loop": 0.0, "other_threads": 0.0}
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
-        used = (int(fields[11]) + int(fields[12])) / ticks  # utime + stime
-        seconds["event_loop" if task.name == str(pid) else "other_threads"] += used
+    for process in processes:
+        for task in Path(f"/proc/{process}/task").iterdir():
+            fields = stat_fields(task / "stat")
+            used = (int(fields[11]) + int(fields[12])) / ticks  # utime + stime
+            seconds["event_loop" if task.name == str(process) else "other_threads"] += used
     seconds["idle"] = int(Path("/proc/stat").read_text().split()[4]) / ticks
     return seconds
 
@@ -245,11 +261,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--server-max-tokens", type=int, help="vanilla-serve's --max-tokens (default: vanilla-serve's own)"
     )
+    parser.add_argument(
+        "--torch-workers",
+        type=int,
+        default=1,
+        help="vanilla-serve's --workers for the torch systems (default: 1; CTranslate2's always 1)",
+    )
     parser.add_argument("--json", type=Path, help="also write the results here")
     args = parser.parse_args(argv)
     args.clients = [int(count) for count in args.clients.split(",")]
-    if args.per_request < 1 or min(args.clients) < 1:
-        parser.error("--per-request and --clients must be at least 1")
+    if args.per_request < 1 or min(args.clients) < 1 or args.torch_workers < 1:
+        parser.error("--per-request, --clients and --torch-workers must be at least 1")
     args.systems = args.systems.split(",")
     unknown = set(args.systems) - set(SYSTEMS)
     if unknown:
@@ -272,8 +294,9 @@ def main(argv: list[str] | None = None) -> dict:
             if backend not in offline:
                 offline[backend] = measure_offline(args.model, system, sentences, args.max_tokens, group, cache)
             results[system] = dict(offline[backend])
+            workers = args.torch_workers if SYSTEMS[system][0] == "torch" else 1
             process, url = start_server(
-                args.model, system, cache, Path(folder) / f"{system}.log", args.server_max_tokens
+                args.model, system, cache, Path(folder) / f"{system}.log", args.server_max_tokens, workers
             )
             try:
                 with contextlib.closing(connect(url)) as warm_up:
@@ -285,7 +308,10 @@ def main(argv: list[str] | None = None) -> dict:
             finally:
                 process.terminate()
                 process.wait(timeout=120)
-    print(f"{len(sentences)} sentences ({args.pair}), {args.per_request} a request, model {args.model}")
+    print(
+        f"{len(sentences)} sentences ({args.pair}), {args.per_request} a request, model {args.model}, "
+        f"torch systems in {args.torch_workers} worker process(es)"
+    )
     group = most * args.per_request
     header = f"| system | offline sent/s | offline in groups of {group} | in sorted groups of {group} | "
     print(header + " | ".join(f"{c} clients: sent/s, p50, p95, batch" for c in args.clients) + " |")
@@ -321,7 +347,8 @@ def main(argv: list[str] | None = None) -> dict:
         ratio = results["ct2-int8"][most]["sentences_per_second"] / results["torch-bf16"][most]["sentences_per_second"]
         print(f"ct2-int8 / torch-bf16 at {most} clients: {ratio:.2f}x")
     if args.json is not None:
-        summary = {"sentences": len(sentences), "per_request": args.per_request, "results": results}
+        summary = {"sentences": len(sentences), "per_request": args.per_request, "torch_workers": args.torch_workers}
+        summary["results"] = results
         args.json.write_text(json.dumps(summary, indent=2))
     return results
 

@@ -14,16 +14,24 @@ in flight, and exits 0.
 """
 
 import argparse
+import json
+import os
 import re
 import signal
 import sys
+import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from fastapi import FastAPI
+
+    from ..serving.app import Settings
     from ..serving.backends import Backend
 
+WORKER_ARGUMENTS = "VANILLA_SERVE_WORKER_ARGUMENTS"  # the command line, to each worker process (JSON)
+METRICS_FOLDER = "PROMETHEUS_MULTIPROC_DIR"  # where prometheus_client's multiprocess mode keeps the workers' metrics
 PAIR = re.compile(r"^(?P<model>.+):(?P<source>[A-Za-z_]+)-(?P<target>[A-Za-z_]+)$")
 
 
@@ -168,6 +176,15 @@ def parser() -> argparse.ArgumentParser:
         help="seconds given to requests in flight after SIGTERM (default: 60)",
     )
     parser.add_argument(
+        "--workers",
+        type=positive,
+        default=1,
+        metavar="N",
+        help="server processes sharing the port, each with its own copy of the models, cache and queue, and 1/N of "
+        "the CPU threads (default: 1); /metrics adds up all. On a CPU, the torch backend serves more with one worker "
+        "a core: a process decodes on one thread at a time (docs/serving.md)",
+    )
+    parser.add_argument(
         "--log-level",
         default="info",
         choices=("critical", "error", "warning", "info", "debug"),
@@ -204,28 +221,10 @@ def load_backend(model: str, args: argparse.Namespace) -> "Backend":
     return backend
 
 
-def main(argv: list[str] | None = None) -> None:
-    arguments = parser()
-    args = arguments.parse_args(argv)
-    if args.api_keys is not None and not args.api_keys.is_file():
-        arguments.error(f"--api-keys {args.api_keys}: no such file")
-    keys = read_api_keys(args.api_keys) if args.api_keys is not None else frozenset()
-    if args.api_keys is not None and not keys:
-        arguments.error(f"--api-keys {args.api_keys}: the file holds no key")
+def settings_of(args: argparse.Namespace, keys: frozenset[str]) -> "Settings":
+    from ..serving.app import Settings
 
-    import uvicorn
-
-    from ..serving.app import Settings, create_app
-
-    # One thread loads the models and runs them all: OpenMP (torch's CPU threads) keeps a team of workers for each
-    # thread that has run parallel work, and once there are more of them than cores, every team's workers sleep
-    # between operations instead of spinning, which makes a decoder's many small operations several times slower.
-    model_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="model")
-    try:
-        backends = [model_thread.submit(load_backend, model, args).result() for model in args.models]
-    except ValueError as error:
-        arguments.error(str(error))
-    settings = Settings(
+    return Settings(
         api_keys=keys,
         char_limit=args.char_limit,
         batch_limit=args.batch_limit,
@@ -237,10 +236,87 @@ def main(argv: list[str] | None = None) -> None:
         max_queue=args.max_queue,
         cache_size=args.cache_size,
     )
+
+
+def load_backends(args: argparse.Namespace) -> tuple[list["Backend"], ThreadPoolExecutor]:
+    """The backends of every MODEL and the thread that loaded them, which is to run them too: OpenMP (torch's CPU
+    threads) keeps a team of workers for each thread that has run parallel work, and once there are more of them
+    than cores, every team's workers sleep between operations instead of spinning, which makes a decoder's many
+    small operations several times slower. ValueError naming the model at fault."""
+    model_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="model")
     try:
-        app = create_app(backends, settings, model_thread)
+        return [model_thread.submit(load_backend, model, args).result() for model in args.models], model_thread
+    except ValueError:
+        model_thread.shutdown()
+        raise
+
+
+def worker_app() -> "FastAPI":
+    """The app of one worker process of `vanilla-serve --workers N`: the command line comes from the parent in
+    `WORKER_ARGUMENTS` (its checks passed there), the CPU threads in OMP_NUM_THREADS."""
+    from transformers.utils import logging
+
+    from ..serving.app import create_app
+
+    logging.disable_progress_bar()  # the parent showed the loading once
+    args = parser().parse_args(json.loads(os.environ[WORKER_ARGUMENTS]))
+    keys = read_api_keys(args.api_keys) if args.api_keys is not None else frozenset()
+    backends, model_thread = load_backends(args)
+    return create_app(backends, settings_of(args, keys), model_thread)
+
+
+def serve_in_workers(args: argparse.Namespace, argv: list[str]) -> int:
+    """Runs `args.workers` processes of `worker_app` on one socket under uvicorn's supervisor, which restarts a
+    worker that dies and, on SIGTERM, stops each gracefully; their metrics meet in a folder (prometheus_client's
+    multiprocess mode). The exit status: 1 if a worker could not start, else 0."""
+    import torch
+    import uvicorn
+    from uvicorn.config import STARTUP_FAILURE
+    from uvicorn.supervisors import Multiprocess
+
+    threads = max(1, torch.get_num_threads() // args.workers)
+    with tempfile.TemporaryDirectory(prefix="vanilla-serve-metrics-") as metrics_folder:
+        os.environ.update(
+            {WORKER_ARGUMENTS: json.dumps(argv), "OMP_NUM_THREADS": str(threads), METRICS_FOLDER: metrics_folder}
+        )
+        config = uvicorn.Config(
+            f"{__name__}:worker_app",
+            factory=True,
+            workers=args.workers,
+            host=args.host,
+            port=args.port,
+            log_level=args.log_level,
+            timeout_graceful_shutdown=args.graceful_timeout,
+        )
+        supervisor = Multiprocess(config, sockets=[config.bind_socket()])
+        supervisor.run()
+    return 1 if any(process.exitcode == STARTUP_FAILURE for process in supervisor.processes) else 0
+
+
+def main(argv: list[str] | None = None) -> None:
+    arguments = parser()
+    argv = sys.argv[1:] if argv is None else argv
+    args = arguments.parse_args(argv)
+    if args.api_keys is not None and not args.api_keys.is_file():
+        arguments.error(f"--api-keys {args.api_keys}: no such file")
+    keys = read_api_keys(args.api_keys) if args.api_keys is not None else frozenset()
+    if args.api_keys is not None and not keys:
+        arguments.error(f"--api-keys {args.api_keys}: the file holds no key")
+
+    import uvicorn
+
+    from ..serving.app import create_app
+
+    try:
+        backends, model_thread = load_backends(args)
+        app = create_app(backends, settings_of(args, keys), model_thread)
     except ValueError as error:
         arguments.error(str(error))
+    if args.workers > 1:
+        # The models loaded here were checked (and exported, for CTranslate2); each worker loads its own.
+        model_thread.shutdown()
+        del app, backends
+        sys.exit(serve_in_workers(args, argv))
     config = uvicorn.Config(
         app,
         host=args.host,

@@ -1,6 +1,10 @@
-"""The server's Prometheus metrics, in a registry of their own (one per app)."""
+"""The server's Prometheus metrics, in a registry of their own (one per app); with several worker processes
+(`vanilla-serve --workers`), prometheus_client's multiprocess mode adds up theirs."""
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+import os
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.multiprocess import MultiProcessCollector
 
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
 BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
@@ -56,7 +60,11 @@ class Metrics:
             registry=registry,
         )
         self.queued = Gauge(
-            "vanilla_serve_queued_sentences", "Sentences waiting or being translated", ["pair"], registry=registry
+            "vanilla_serve_queued_sentences",
+            "Sentences waiting or being translated",
+            ["pair"],
+            registry=registry,
+            multiprocess_mode="livesum",  # with several workers: the sum over those running
         )
         self.rejected = Counter(
             "vanilla_serve_rejected_sentences",
@@ -64,3 +72,12 @@ class Metrics:
             ["pair"],
             registry=registry,
         )
+
+    def exposition(self) -> bytes:
+        """The metrics in Prometheus' text format: this app's, or, where the workers of a multiprocess server
+        keep theirs in the folder PROMETHEUS_MULTIPROC_DIR, all the workers' added up."""
+        if "PROMETHEUS_MULTIPROC_DIR" not in os.environ:
+            return generate_latest(self.registry)
+        registry = CollectorRegistry()
+        MultiProcessCollector(registry)
+        return generate_latest(registry)
