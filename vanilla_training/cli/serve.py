@@ -31,7 +31,6 @@ if TYPE_CHECKING:
     from ..serving.backends import Backend
 
 WORKER_ARGUMENTS = "VANILLA_SERVE_WORKER_ARGUMENTS"  # the command line, to each worker process (JSON)
-METRICS_FOLDER = "PROMETHEUS_MULTIPROC_DIR"  # where prometheus_client's multiprocess mode keeps the workers' metrics
 PAIR = re.compile(r"^(?P<model>.+):(?P<source>[A-Za-z_]+)-(?P<target>[A-Za-z_]+)$")
 
 
@@ -274,10 +273,12 @@ def serve_in_workers(args: argparse.Namespace, argv: list[str]) -> int:
     from uvicorn.config import STARTUP_FAILURE
     from uvicorn.supervisors import Multiprocess
 
+    from ..serving.metrics import MULTIPROCESS_FOLDER
+
     threads = max(1, torch.get_num_threads() // args.workers)
     with tempfile.TemporaryDirectory(prefix="vanilla-serve-metrics-") as metrics_folder:
         os.environ.update(
-            {WORKER_ARGUMENTS: json.dumps(argv), "OMP_NUM_THREADS": str(threads), METRICS_FOLDER: metrics_folder}
+            {WORKER_ARGUMENTS: json.dumps(argv), "OMP_NUM_THREADS": str(threads), MULTIPROCESS_FOLDER: metrics_folder}
         )
         config = uvicorn.Config(
             f"{__name__}:worker_app",

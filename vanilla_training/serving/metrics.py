@@ -6,6 +6,7 @@ import os
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.multiprocess import MultiProcessCollector
 
+MULTIPROCESS_FOLDER = "PROMETHEUS_MULTIPROC_DIR"  # prometheus_client's: where each process keeps its metrics
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
 BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 
@@ -75,8 +76,8 @@ class Metrics:
 
     def exposition(self) -> bytes:
         """The metrics in Prometheus' text format: this app's, or, where the workers of a multiprocess server
-        keep theirs in the folder PROMETHEUS_MULTIPROC_DIR, all the workers' added up."""
-        if "PROMETHEUS_MULTIPROC_DIR" not in os.environ:
+        keep theirs in the folder `MULTIPROCESS_FOLDER` names, all the workers' added up."""
+        if MULTIPROCESS_FOLDER not in os.environ:
             return generate_latest(self.registry)
         registry = CollectorRegistry()
         MultiProcessCollector(registry)
