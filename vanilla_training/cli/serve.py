@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    import uvicorn
     from fastapi import FastAPI
 
     from ..serving.app import Settings
@@ -264,12 +265,26 @@ def worker_app() -> "FastAPI":
     return create_app(backends, settings_of(args, keys), model_thread)
 
 
+def uvicorn_config(app: "FastAPI | str", args: argparse.Namespace, **options) -> "uvicorn.Config":
+    """uvicorn's configuration for `app` (or the import string of its factory) with the command line's address,
+    log level and graceful timeout."""
+    import uvicorn
+
+    return uvicorn.Config(
+        app,
+        host=args.host,
+        port=args.port,
+        log_level=args.log_level,
+        timeout_graceful_shutdown=args.graceful_timeout,
+        **options,
+    )
+
+
 def serve_in_workers(args: argparse.Namespace, argv: list[str]) -> int:
     """Runs `args.workers` processes of `worker_app` on one socket under uvicorn's supervisor, which restarts a
     worker that dies and, on SIGTERM, stops each gracefully; their metrics meet in a folder (prometheus_client's
     multiprocess mode). The exit status: 1 if a worker could not start, else 0."""
     import torch
-    import uvicorn
     from uvicorn.config import STARTUP_FAILURE
     from uvicorn.supervisors import Multiprocess
 
@@ -280,15 +295,7 @@ def serve_in_workers(args: argparse.Namespace, argv: list[str]) -> int:
         os.environ.update(
             {WORKER_ARGUMENTS: json.dumps(argv), "OMP_NUM_THREADS": str(threads), MULTIPROCESS_FOLDER: metrics_folder}
         )
-        config = uvicorn.Config(
-            f"{__name__}:worker_app",
-            factory=True,
-            workers=args.workers,
-            host=args.host,
-            port=args.port,
-            log_level=args.log_level,
-            timeout_graceful_shutdown=args.graceful_timeout,
-        )
+        config = uvicorn_config(f"{__name__}:worker_app", args, factory=True, workers=args.workers)
         supervisor = Multiprocess(config, sockets=[config.bind_socket()])
         supervisor.run()
     return 1 if any(process.exitcode == STARTUP_FAILURE for process in supervisor.processes) else 0
@@ -318,14 +325,7 @@ def main(argv: list[str] | None = None) -> None:
         model_thread.shutdown()
         del app, backends
         sys.exit(serve_in_workers(args, argv))
-    config = uvicorn.Config(
-        app,
-        host=args.host,
-        port=args.port,
-        log_level=args.log_level,
-        timeout_graceful_shutdown=args.graceful_timeout,
-    )
-    server = uvicorn.Server(config)
+    server = uvicorn.Server(uvicorn_config(app, args))
     # uvicorn re-raises SIGTERM once it has shut down gracefully; this handler lets the process then exit 0
     signal.signal(signal.SIGTERM, lambda number, frame: None)
     server.run()
