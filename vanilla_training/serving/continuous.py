@@ -130,7 +130,7 @@ class ContinuousDecoder:
         """The handles of the sentences in the batch."""
         return [] if self.beams_state is None else list(self.beams_state.keys)
 
-    @torch.no_grad()
+    @torch.inference_mode()
     def join(self, keys: list[Hashable], sentences: list[str]) -> None:
         """Adds `sentences` (with their handles `keys`) to the batch: encodes them and puts their cross-attention
         keys and values in the cache. Their first step is the batch's next step."""
@@ -158,7 +158,7 @@ class ContinuousDecoder:
         ]
         self._add(newcomers, cross, inputs["attention_mask"].index_select(0, rows))
 
-    @torch.no_grad()
+    @torch.inference_mode()
     def step(self) -> list[tuple[Hashable, list[str]]]:
         """One decoding step of every sentence in the batch; returns those now done, with their finished
         translations, best first."""
@@ -195,6 +195,7 @@ class ContinuousDecoder:
         self._keep(~done, torch.arange(sentences)[:, None] * self.beams + parents)
         return answers
 
+    @torch.inference_mode()
     def drop(self, keys: set) -> None:
         """Takes the sentences with these handles out of the batch, unfinished."""
         beams = self.beams_state
