@@ -645,15 +645,17 @@ def environment_of(pid: int) -> dict[str, str]:
 
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads the worker processes from Linux's /proc")
 def test_workers_share_the_port_and_their_metrics(run, translator, tmp_path):
-    """`--workers 2`: two processes, each with half of the CPU threads, answer clients on connections of their own
-    as vanilla-translate does; /metrics counts every worker's requests, whichever worker answers it; SIGTERM stops
-    both workers and the server exits 0."""
+    """`--workers 2`: two processes, each with half of the CPU threads (and libuv accepting one connection at a
+    time, to share bursts of clients out), answer clients on connections of their own as vanilla-translate does;
+    /metrics counts every worker's requests, whichever worker answers it; SIGTERM stops both workers and the server
+    exits 0."""
     server = ServerProcess(run, tmp_path / "server.log", "--workers", "2")
     try:
         workers = worker_processes(server.process.pid)
         assert len(workers) == 2
         threads = str(max(1, torch.get_num_threads() // 2))
         assert [environment_of(pid)["OMP_NUM_THREADS"] for pid in workers] == [threads, threads]
+        assert [environment_of(pid)["UV_TCP_SINGLE_ACCEPT"] for pid in workers] == ["1", "1"]
         texts = [LINES[i % len(LINES)] for i in range(48)]
         expected = offline(translator, LINES)
 

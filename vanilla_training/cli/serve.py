@@ -295,6 +295,9 @@ def serve_in_workers(args: argparse.Namespace, argv: list[str]) -> int:
         os.environ.update(
             {WORKER_ARGUMENTS: json.dumps(argv), "OMP_NUM_THREADS": str(threads), MULTIPROCESS_FOLDER: metrics_folder}
         )
+        # libuv (uvloop's loop) accepts every connection waiting at once; with this, one at a time, yielding between
+        # them, so that a burst of clients is shared out among the workers rather than taken by the first awake.
+        os.environ.setdefault("UV_TCP_SINGLE_ACCEPT", "1")
         config = uvicorn_config(f"{__name__}:worker_app", args, factory=True, workers=args.workers)
         supervisor = Multiprocess(config, sockets=[config.bind_socket()])
         supervisor.run()
