@@ -84,6 +84,10 @@ class Translator:
         """The number of tokens of each sentence, end token included."""
         return [len(ids) for ids in self.tokenizer(sentences, verbose=False)["input_ids"]] if sentences else []
 
+    def fits(self, sentence: str) -> bool:
+        """Whether the model accepts `sentence` whole (its tokens within `max_length`)."""
+        return self.token_counts([sentence])[0] <= self.max_length
+
     def check_lengths(self, lines: list[str], name: str) -> None:
         """ValueError naming the lines longer than the model accepts (with their lengths): they are not truncated."""
         limit = self.max_length

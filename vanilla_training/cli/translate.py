@@ -95,7 +95,7 @@ def main(argv: list[str] | None = None) -> None:
             lines,
             translator.languages[0] if translator.languages else "en",
             lambda sentences: translator.translate(sentences, **options),
-            fits=lambda sentence: translator.token_counts([sentence])[0] <= translator.max_length,
+            fits=translator.fits,
         )
     else:
         translations = translator.translate(lines, **options)

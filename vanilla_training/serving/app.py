@@ -184,11 +184,6 @@ class Pair:
     target: str
     batcher: Batcher | None = None
 
-    def fits(self, sentence: str) -> bool:
-        """Whether the model accepts `sentence` whole (its tokens within the tokenizer's model_max_length)."""
-        translator = self.backend.translator
-        return translator.token_counts([sentence])[0] <= translator.max_length
-
 
 async def read_fields(request: Request, limit: int) -> tuple[dict[str, Any], bool]:
     """The request's fields and whether they came as JSON: its JSON object, or its form fields and query
@@ -329,7 +324,7 @@ def create_app(
         request: Request, pair: Pair, texts: list[str], text_format: str, hypotheses: int
     ) -> tuple[list[str], list[list[str]]]:
         """Each text's best translation and its alternatives (`documents.translated_versions`)."""
-        layouts = [layout(text, text_format, pair.source, pair.fits) for text in texts]
+        layouts = [layout(text, text_format, pair.source, pair.backend.translator.fits) for text in texts]
         counts = [len(layout_sentences(parts)) for parts in layouts]
         if sum(counts) > settings.sentence_limit:
             raise ApiError(

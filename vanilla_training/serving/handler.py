@@ -33,9 +33,6 @@ class EndpointHandler:
         self.source = self.translator.languages[0] if self.translator.languages else "en"
         self.backend = TorchBackend(self.translator, precision, batching="batches")
 
-    def fits(self, sentence: str) -> bool:
-        return self.translator.token_counts([sentence])[0] <= self.translator.max_length
-
     def __call__(self, data: dict[str, Any]) -> list[dict[str, Any]]:
         inputs = data.get("inputs") if isinstance(data, dict) else None
         parameters = data.get("parameters") or {} if isinstance(data, dict) else {}
@@ -66,7 +63,7 @@ class EndpointHandler:
 
     def _translate(self, text: str, text_format: str, hypotheses: int) -> dict[str, Any]:
         """One text's translation (and its alternatives when more than one hypothesis is asked for)."""
-        parts = layout(text, text_format, self.source, self.fits)
+        parts = layout(text, text_format, self.source, self.translator.fits)
         batch = layout_sentences(parts)
         results = self.backend.translate(batch, hypotheses) if batch else []
         best, alternatives = translated_versions(parts, results, text_format)
