@@ -6,7 +6,10 @@ For each system (torch fp32 and bf16 with vanilla-serve's continuous batching, b
 that backend in a process of its own on a free port of 127.0.0.1 (no cache: `--cache-size 0`), and for each client
 count runs that many client threads, each posting `--per-request` consecutive sentences as one paragraph per request
 to POST /translate (1: one sentence a request), one request after the other on a connection of its own kept open
-(HTTP keep-alive, as browsers and client libraries' sessions do), until every sentence has been sent once.
+(HTTP keep-alive, as browsers and client libraries' sessions do), each taking the next request not yet sent, until
+every sentence has been sent once: that many requests are in flight until the last ones (had each client a fixed
+share, the clients of a worker process holding fewer connections, whose batches are smaller and steps quicker,
+would finish first and leave that process idle while the others' clients still wait).
 Reported: sentences per second (all sentences / wall time), the median (p50) and 95th percentile (p95) of request
 latency and the server's mean batch in sentences (from its /metrics: with continuous batching, the
 sentences in the batch at each decoding step); and, at the most clients, where the machine's CPU time went, per
@@ -183,22 +186,24 @@ def measure_server(
     url: str, sentences: list[str], per_request: int, clients: int, source: str, target: str, pid: int
 ) -> dict:
     """Sentences per second, latency percentiles and the server's mean batch (sentences) with `clients` threads
-    sharing the requests (each `per_request` consecutive sentences joined by a space), and the CPU milliseconds per
-    sentence of the server (`pid`; its event loop and its other threads) and of the clients, and the machine's idle
-    share (`cpu_seconds`)."""
+    taking the requests in turn (each `per_request` consecutive sentences joined by a space), and the CPU
+    milliseconds per sentence of the server (`pid`; its event loop and its other threads) and of the clients, and
+    the machine's idle share (`cpu_seconds`)."""
     requests = [" ".join(sentences[i : i + per_request]) for i in range(0, len(sentences), per_request)]
-    shares = [requests[i::clients] for i in range(clients)]
+    unsent = iter(requests)  # each client takes the next request when its last is answered (next() holds the GIL)
 
-    def client(share: list[str]) -> list[float]:
+    def client(_: int) -> list[float]:
         with contextlib.closing(connect(url)) as connection:
-            return [post(connection, text, source, target) for text in share]
+            return [post(connection, text, source, target) for text in unsent]
 
     sentences_before, batches_before = batch_totals(url)
     cpu_before, clients_before = cpu_seconds(pid), time.process_time()
     started = time.perf_counter()
     with ThreadPoolExecutor(clients) as pool:
-        latencies = [latency for share in pool.map(client, shares) for latency in share]
+        latencies = [latency for share in pool.map(client, range(clients)) for latency in share]
     seconds = time.perf_counter() - started
+    if len(latencies) != len(requests):
+        raise RuntimeError(f"{len(latencies)} requests answered of {len(requests)}")
     cpu_after, clients_after = cpu_seconds(pid), time.process_time()
     sentences_after, batches_after = batch_totals(url)
     result = {
