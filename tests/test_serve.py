@@ -3,6 +3,7 @@ JSON and form bodies, answers equal to `Translator.translate` (the code of vanil
 client written elsewhere, bad input, API keys, the queue-full path, load from 64 clients, SIGTERM under load,
 the web page in headless Chromium, the CTranslate2 backend and the Inference Endpoints handler."""
 
+import asyncio
 import importlib.metadata
 import importlib.util
 import json
@@ -33,8 +34,9 @@ from vanilla_training.cli.serve import load_backend
 from vanilla_training.cli.serve import parser as serve_parser
 from vanilla_training.cli.train import main as train
 from vanilla_training.serving import handler as handler_module
-from vanilla_training.serving.app import Settings, create_app
+from vanilla_training.serving.app import Measure, Settings, create_app
 from vanilla_training.serving.backends import CPU_BATCH, CTranslate2Backend, TorchBackend
+from vanilla_training.serving.metrics import Metrics
 from vanilla_training.translator import load_translator
 
 from helpers import free_port, toy_pairs, toy_run_args, write_toy_corpus
@@ -384,6 +386,44 @@ def test_metrics_count_requests_sentences_batches_and_queue_time(server):
     for histogram in ("batch_sentences", "batch_seconds", "queue_seconds"):
         assert values[f'vanilla_serve_{histogram}_count{{pair="en-de"}}'] >= 1
     assert values['vanilla_serve_request_seconds_count{endpoint="/translate"}'] >= 2
+
+
+def test_a_request_is_counted_before_its_client_has_the_answer():
+    """The metrics middleware counts a request before handing on the last part of its answer: an app that goes on
+    after answering (as the ASGI stack does, with another worker's /metrics read by then) finds it counted; an app
+    that fails before answering is counted as a 500 (the answer its client gets from the server)."""
+    metrics = Metrics()
+
+    def counted(name: str, status: str) -> float | None:
+        return metrics.registry.get_sample_value(name, {"endpoint": "/translate", "status": status})
+
+    answered, finish = asyncio.Event(), asyncio.Event()
+
+    async def app(scope, receive, send):
+        if scope["path"] == "/translate" and scope["method"] == "GET":
+            raise RuntimeError("failed before answering")
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"part", "more_body": True})
+        await send({"type": "http.response.body", "body": b" last"})
+        await finish.wait()
+
+    async def client_side(message):
+        if message["type"] == "http.response.body" and not message.get("more_body", False):
+            answered.set()
+
+    async def main():
+        scope = {"type": "http", "path": "/translate", "method": "POST"}
+        serving = asyncio.create_task(Measure(app, metrics)(scope, None, client_side))
+        await asyncio.wait_for(answered.wait(), TIMEOUT)
+        assert counted("vanilla_serve_requests_total", "200") == 1  # counted after the app returns: None
+        finish.set()
+        await serving
+        assert counted("vanilla_serve_requests_total", "200") == 1
+        with pytest.raises(RuntimeError, match="failed before answering"):
+            await Measure(app, metrics)({**scope, "method": "GET"}, None, client_side)
+        assert counted("vanilla_serve_requests_total", "500") == counted("vanilla_serve_errors_total", "500") == 1
+
+    asyncio.run(main())
 
 
 def test_api_keys_are_checked_where_configured(translator):

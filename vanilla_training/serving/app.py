@@ -149,7 +149,8 @@ ERRORS = {
 
 
 class Measure:
-    """ASGI middleware counting the HTTP requests by endpoint and status, and timing them."""
+    """ASGI middleware counting the HTTP requests by endpoint and status, and timing them. A request is counted
+    before the last part of its answer is sent, so a client that has its answer finds it in /metrics."""
 
     def __init__(self, app, metrics: Metrics):
         self.app, self.metrics = app, metrics
@@ -157,22 +158,30 @@ class Measure:
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
-        started, status = time.monotonic(), 500
+        started, status, counted = time.monotonic(), 500, False
         endpoint = scope["path"] if scope["path"] in ENDPOINTS else "other"
 
-        async def send_and_note(message):
-            nonlocal status
-            if message["type"] == "http.response.start":
-                status = message["status"]
-            await send(message)
-
-        try:
-            await self.app(scope, receive, send_and_note)
-        finally:
+        def count() -> None:
+            nonlocal counted
+            counted = True
             self.metrics.latency.labels(endpoint).observe(time.monotonic() - started)
             self.metrics.requests.labels(endpoint, str(status)).inc()
             if status >= 400:
                 self.metrics.errors.labels(endpoint, str(status)).inc()
+
+        async def send_and_count(message):
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            elif message["type"] == "http.response.body" and not message.get("more_body", False):
+                count()
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_and_count)
+        finally:
+            if not counted:  # the app failed before answering, or its answer was cut off
+                count()
 
 
 @dataclasses.dataclass
