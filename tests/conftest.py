@@ -1,4 +1,5 @@
-"""Shared pytest setup: markers, a private, offline Hugging Face home and a private inductor cache.
+"""Shared pytest setup: markers, a private, offline Hugging Face home, a private inductor cache and, under
+pytest-xdist, each worker's share of the cores.
 
 The environment is set when this file is imported, before any test imports huggingface_hub (which reads it once),
 so that nothing a test does reads or writes the user's cache or reaches the network.
@@ -15,6 +16,13 @@ os.environ["HF_HUB_DISABLE_TELEMETRY"] = "1"
 # Each pytest-xdist worker compiles (torch.compile) into its own inductor cache: the workers compile the same tiny
 # graphs at the same time, and nothing they share can be half-written by the other.
 os.environ["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp(prefix="vanilla-tests-inductor-")
+# Each pytest-xdist worker, and every process its tests start, computes on its share of the cores: with torch's
+# default (a thread a core) in each worker, two workers on two cores run four threads that wait on one another,
+# and the suite takes half as long again. Set before torch is imported: torch reads it once, as do the processes
+# that inherit it.
+if "PYTEST_XDIST_WORKER_COUNT" in os.environ:
+    workers = int(os.environ["PYTEST_XDIST_WORKER_COUNT"])
+    os.environ["OMP_NUM_THREADS"] = str(max(1, len(os.sched_getaffinity(0)) // workers))
 
 
 def pytest_configure(config: pytest.Config) -> None:
