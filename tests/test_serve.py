@@ -714,6 +714,35 @@ def test_workers_share_the_port_and_their_metrics(run, translator, tmp_path):
     assert not [pid for pid in workers if Path(f"/proc/{pid}").exists()]
 
 
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads the worker processes from Linux's /proc")
+def test_a_dead_workers_queue_length_leaves_the_metrics_with_it(run, tmp_path):
+    """`--workers 2`: a worker killed with sentences queued (held there by a long batch wait) is replaced by
+    uvicorn's supervisor, and /metrics's queue length, the sum over the workers, no longer counts the dead
+    worker's sentences (kept, it would say 3 for good)."""
+    server = ServerProcess(run, tmp_path / "server.log", "--workers", "2", "--batch-wait-ms", "600000")
+    queued = 'vanilla_serve_queued_sentences{pair="en-de"}'
+    try:
+        workers = worker_processes(server.process.pid)
+        body = json.dumps({"q": LINES[:3], "source": "en", "target": "de"}).encode()
+        with socket.create_connection(("127.0.0.1", server.port), timeout=TIMEOUT) as client:
+            head = (
+                f"POST /translate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {len(body)}"
+            )
+            client.sendall(head.encode() + b"\r\n\r\n" + body)
+            deadline = time.monotonic() + TIMEOUT
+            while metric(server.url, queued) != 3:
+                assert time.monotonic() < deadline, "the request's sentences were never queued"
+                time.sleep(0.05)
+            for pid in workers:
+                os.kill(pid, signal.SIGKILL)
+            while len(replacements := worker_processes(server.process.pid)) != 2 or set(replacements) & set(workers):
+                assert time.monotonic() < deadline, "the supervisor did not replace the killed workers"
+                time.sleep(0.1)
+        assert metric(server.url, queued) == 0  # answered once a new worker has loaded the model
+    finally:
+        assert server.stop() == 0
+
+
 def test_ctranslate2_float32_equals_the_translator_and_its_export_is_cached(run, translator, tmp_path):
     lines = sorted({english for english, _ in toy_pairs(random.Random(2), 150, max_words=12)})
     expected = offline(translator, lines)

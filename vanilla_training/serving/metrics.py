@@ -2,9 +2,10 @@
 (`vanilla-serve --workers`), prometheus_client's multiprocess mode adds up theirs."""
 
 import os
+from pathlib import Path
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
-from prometheus_client.multiprocess import MultiProcessCollector
+from prometheus_client.multiprocess import MultiProcessCollector, mark_process_dead
 
 MULTIPROCESS_FOLDER = "PROMETHEUS_MULTIPROC_DIR"  # prometheus_client's: where each process keeps its metrics
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60)
@@ -79,6 +80,19 @@ class Metrics:
         keep theirs in the folder `MULTIPROCESS_FOLDER` names, all the workers' added up."""
         if MULTIPROCESS_FOLDER not in os.environ:
             return generate_latest(self.registry)
+        forget_dead_workers(os.environ[MULTIPROCESS_FOLDER])
         registry = CollectorRegistry()
         MultiProcessCollector(registry)
         return generate_latest(registry)
+
+
+def forget_dead_workers(folder: str) -> None:
+    """Removes from `folder` the live gauges (the queue length) of the worker processes that have ended: a worker
+    that died is replaced by uvicorn's supervisor, and its last queue length would otherwise be added to the live
+    workers' for good. Their counters and histograms stay: what they counted happened."""
+    for path in Path(folder).glob("gauge_live*_*.db"):
+        pid = int(path.stem.rsplit("_", 1)[1])
+        try:
+            os.kill(pid, 0)
+        except OSError:  # no such process, or another user's: the pid taken again since the worker ended
+            mark_process_dead(pid, folder)
