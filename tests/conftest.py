@@ -17,9 +17,8 @@ os.environ["HF_HUB_DISABLE_TELEMETRY"] = "1"
 # graphs at the same time, and nothing they share can be half-written by the other.
 os.environ["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp(prefix="vanilla-tests-inductor-")
 # Each pytest-xdist worker, and every process its tests start, computes on its share of the cores: with torch's
-# default (a thread a core) in each worker, two workers on two cores run four threads that wait on one another,
-# and the suite takes half as long again. Set before torch is imported: torch reads it once, as do the processes
-# that inherit it.
+# default (a thread a core) in each worker, two workers on two cores run four threads that spin waiting on one
+# another. Set before torch is imported: torch reads it once, as do the processes that inherit it.
 if "PYTEST_XDIST_WORKER_COUNT" in os.environ:
     workers = int(os.environ["PYTEST_XDIST_WORKER_COUNT"])
     os.environ["OMP_NUM_THREADS"] = str(max(1, len(os.sched_getaffinity(0)) // workers))

@@ -1,6 +1,7 @@
 """The server's Prometheus metrics, in a registry of their own (one per app); with several worker processes
 (`vanilla-serve --workers`), prometheus_client's multiprocess mode adds up theirs."""
 
+import contextlib
 import os
 from pathlib import Path
 
@@ -95,4 +96,5 @@ def forget_dead_workers(folder: str) -> None:
         try:
             os.kill(pid, 0)
         except OSError:  # no such process, or another user's: the pid taken again since the worker ended
-            mark_process_dead(pid, folder)
+            with contextlib.suppress(FileNotFoundError):  # removed meanwhile by another worker's scrape
+                mark_process_dead(pid, folder)
