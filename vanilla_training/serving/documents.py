@@ -3,35 +3,40 @@ translations: the best one, and alternatives made of every sentence's next-best 
 
 from collections.abc import Callable
 
-from .html_text import escape_text, html_segments
+from .html_text import Block, html_segments, render_block
 from .paragraphs import Piece, rejoin, sentences, split_text
 
-Layout = list[tuple[str, list[Piece] | None]]  # (raw text, its sentences and spacing, or None if kept as it is)
+Layout = list[tuple[str, list[Piece] | None, Block | None]]  # (raw text, its sentences and spacing or None if
+# kept as it is, its HTML block with the inline tags to put back)
 
 
 def layout(text: str, text_format: str, language: str, fits: Callable[[str], bool] | None = None) -> Layout:
-    """`text` cut into what is kept as it is (markup, in HTML) and text split into sentences (`split_text`)."""
-    segments = html_segments(text) if text_format == "html" else [(text, text)]
-    return [(raw, None if plain is None else split_text(plain, language, fits)) for raw, plain in segments]
+    """`text` cut into what is kept as it is (markup, in HTML) and text split into sentences (`split_text`); in HTML
+    a block's text is split with its inline tags taken out (`html_text.html_segments`)."""
+    if text_format != "html":
+        return [(text, split_text(text, language, fits), None)]
+    return [
+        (raw, None if block is None else split_text(block.text, language, fits), block)
+        for raw, block in html_segments(text)
+    ]
 
 
 def layout_sentences(parts: Layout) -> list[str]:
     """The sentences to translate, in order."""
-    return [sentence for _, pieces in parts if pieces is not None for sentence in sentences(pieces)]
+    return [sentence for _, pieces, _ in parts if pieces is not None for sentence in sentences(pieces)]
 
 
 def render(parts: Layout, translations: list[str], text_format: str) -> str:
     """The text with its sentences replaced by `translations` (in the order of `layout_sentences`); in HTML the
-    translations are escaped and the markup kept."""
+    translations are escaped, the markup kept and the inline tags placed (`html_text.render_block`)."""
     out, cursor = [], 0
-    for raw, pieces in parts:
+    for raw, pieces, block in parts:
         if pieces is None:
             out.append(raw)
             continue
         count = sum(piece.translate for piece in pieces)
-        joined = rejoin(pieces, translations[cursor : cursor + count])
-        cursor += count
-        out.append(escape_text(joined) if text_format == "html" else joined)
+        these, cursor = translations[cursor : cursor + count], cursor + count
+        out.append(rejoin(pieces, these) if block is None else render_block(block, pieces, these))
     return "".join(out)
 
 
