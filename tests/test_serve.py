@@ -26,17 +26,19 @@ from pathlib import Path
 import pytest
 import torch
 import uvicorn
+from fastapi.routing import APIRoute
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from packaging.requirements import Requirement
 
-from vanilla_training.cli.serve import load_backend
 from vanilla_training.cli.serve import parser as serve_parser
 from vanilla_training.cli.train import main as train
 from vanilla_training.serving import handler as handler_module
-from vanilla_training.serving.app import Measure, Settings, create_app
+from vanilla_training.serving.app import create_app
 from vanilla_training.serving.backends import CPU_BATCH, CTranslate2Backend, TorchBackend
-from vanilla_training.serving.metrics import Metrics
+from vanilla_training.serving.metrics import Measure, Metrics
+from vanilla_training.serving.settings import ServeSettings, settings_from
+from vanilla_training.serving.workers import load_backend
 from vanilla_training.translator import load_translator
 
 from helpers import free_port, toy_pairs, toy_run_args, write_toy_corpus
@@ -130,7 +132,7 @@ def server(run, tmp_path_factory):
 class InProcessServer:
     """The app of `create_app` under uvicorn in a thread of this process, on a free port."""
 
-    def __init__(self, backends, settings: Settings):
+    def __init__(self, backends, settings: ServeSettings):
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         config = uvicorn.Config(create_app(backends, settings), host="127.0.0.1", port=self.port, log_level="error")
@@ -324,7 +326,7 @@ def test_several_models_each_a_language_pair(run, translator, tmp_path):
         json.dumps({**results, "languages": {"source": "en", "target": "fr"}})
     )
     backends = [TorchBackend(translator, "fp32"), TorchBackend(load_translator(french), "fp32")]
-    with InProcessServer(backends, Settings()) as server:
+    with InProcessServer(backends, ServeSettings()) as server:
         assert request(server.url + "/languages")[2] == [
             {"code": "de", "name": "German", "targets": []},
             {"code": "en", "name": "English", "targets": ["de", "fr"]},
@@ -357,7 +359,7 @@ FIELD_VALUES = {
 
 def test_no_json_body_gets_a_500_or_another_shape(translator):
     """Any JSON object over /translate's fields (and a few others) gets 200 or a 4xx in LibreTranslate's shape."""
-    with InProcessServer([TorchBackend(translator, "fp32")], Settings(cache_size=0)) as server:
+    with InProcessServer([TorchBackend(translator, "fp32")], ServeSettings(cache_size=0)) as server:
 
         @settings(max_examples=60, deadline=None)
         @given(st.fixed_dictionaries({}, optional=FIELD_VALUES) | JSON_VALUES)
@@ -400,6 +402,7 @@ def test_a_request_is_counted_before_its_client_has_the_answer():
     answered, finish = asyncio.Event(), asyncio.Event()
 
     async def app(scope, receive, send):
+        scope["route"] = APIRoute("/translate", lambda: None)  # as the router marks the scope it was given
         if scope["path"] == "/translate" and scope["method"] == "GET":
             raise RuntimeError("failed before answering")
         await send({"type": "http.response.start", "status": 200, "headers": []})
@@ -427,7 +430,7 @@ def test_a_request_is_counted_before_its_client_has_the_answer():
 
 
 def test_api_keys_are_checked_where_configured(translator):
-    with InProcessServer([TorchBackend(translator, "fp32")], Settings(api_keys=frozenset({"k1"}))) as server:
+    with InProcessServer([TorchBackend(translator, "fp32")], ServeSettings(api_keys=frozenset({"k1"}))) as server:
         fields = {"q": "one", "source": "en", "target": "de"}
         assert post_json(server.url + "/translate", fields) == (
             400,
@@ -440,7 +443,7 @@ def test_api_keys_are_checked_where_configured(translator):
 
 
 def test_a_full_queue_answers_503_at_once(translator):
-    limits = Settings(max_queue=4, wait_ms=1000, cache_size=0)
+    limits = ServeSettings(max_queue=4, batch_wait_ms=1000, cache_size=0)
     with InProcessServer([TorchBackend(translator, "fp32")], limits) as server, ThreadPoolExecutor(1) as pool:
         first = pool.submit(post_json, server.url + "/translate", {"q": LINES[:3], "source": "en", "target": "de"})
         time.sleep(0.3)  # the first request's 3 sentences wait for their batch (1 s)
@@ -478,7 +481,7 @@ def test_a_request_the_model_fails_on_fails_alone_and_the_server_keeps_serving(t
     expected = offline(translator, LINES[:2])
     backend = FailsOnBad(translator, "fp32", batching=batching)
     assert (backend.decoder is not None) == (batching == "continuous")
-    with InProcessServer([backend], Settings(wait_ms=200)) as server:
+    with InProcessServer([backend], ServeSettings(batch_wait_ms=200)) as server:
         with ThreadPoolExecutor(3) as pool:  # within one batching window: one batch, then each sentence alone
             answers = list(
                 pool.map(
@@ -503,7 +506,7 @@ def metric(url: str, name: str) -> float:
 
 
 def test_a_client_that_disconnects_costs_the_model_nothing(translator):
-    limits = Settings(wait_ms=1000, cache_size=0)
+    limits = ServeSettings(batch_wait_ms=1000, cache_size=0)
     with InProcessServer([TorchBackend(translator, "fp32")], limits) as server:
         body = json.dumps({"q": "the big house", "source": "en", "target": "de"}).encode()
         with socket.create_connection(("127.0.0.1", server.port), timeout=TIMEOUT) as gone:
@@ -782,7 +785,7 @@ def test_ctranslate2_lanes_answer_concurrent_requests_in_batches_of_at_most_cpu_
         return translate(sentences, hypotheses)
 
     backend.translate = held
-    with InProcessServer([backend], Settings(wait_ms=20, cache_size=0)) as server:
+    with InProcessServer([backend], ServeSettings(batch_wait_ms=20, cache_size=0)) as server:
         with ThreadPoolExecutor(len(lines)) as pool:
             answers = list(
                 pool.map(
@@ -893,12 +896,12 @@ def test_the_serving_benchmark_runs_at_a_tiny_size(run, tmp_path, capsys):
 def test_a_model_that_records_no_languages_takes_them_from_the_command_line(run, tmp_path):
     converted = tmp_path / "converted"
     shutil.copytree(run / "final", converted, ignore=shutil.ignore_patterns("training_results.json"))
-    args = serve_parser().parse_args([str(converted), "--precision", "fp32"])
+    settings = settings_from(serve_parser().parse_args([str(converted), "--precision", "fp32"]))
     with pytest.raises(ValueError, match="records no languages: give them as .*converted:SOURCE-TARGET"):
-        load_backend(str(converted), args)
-    assert load_backend(f"{converted}:en-de", args).translator.languages == ("en", "de")
+        load_backend(str(converted), settings)
+    assert load_backend(f"{converted}:en-de", settings).translator.languages == ("en", "de")
     with pytest.raises(ValueError, match="translates en-de, not en-fr"):
-        load_backend(f"{run}:en-fr", args)
+        load_backend(f"{run}:en-fr", settings)
 
 
 def test_vanilla_translate_paragraphs_splits_lines_into_sentences_and_keeps_their_spacing(run, translator, tmp_path):

@@ -10,7 +10,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from vanilla_training.serving.batcher import Batcher, QueueFull
+from vanilla_training.serving.batcher import BatchByBatch, ContinuousBatcher, QueueFull
+from vanilla_training.serving.settings import ServeSettings
 
 
 class StandIn:
@@ -73,7 +74,12 @@ def run(coroutine_function, model: StandIn, decoder: StandInDecoder | None = Non
 
     async def main():
         with ThreadPoolExecutor(max_workers=options.get("lanes", 1)) as executor:
-            batcher = Batcher(model, word_counts, executor, decoder=decoder, **options)
+            shape = {key: options.pop(key) for key in ("lanes", "batch_sentences") if key in options}
+            settings = ServeSettings(**options)
+            if decoder is None:
+                batcher = BatchByBatch(model, word_counts, executor, settings, **shape)
+            else:
+                batcher = ContinuousBatcher(model, word_counts, executor, settings, decoder=decoder)
             batcher.start()
             try:
                 return await asyncio.wait_for(coroutine_function(batcher), timeout=30)
@@ -90,7 +96,7 @@ def test_concurrent_requests_share_batches_and_get_their_own_answers_in_order():
     async def clients(batcher):
         return await asyncio.gather(*(batcher.translate(sentences) for sentences in requests))
 
-    answers = run(clients, model, wait_ms=50, max_tokens=60, cache_size=0)
+    answers = run(clients, model, batch_wait_ms=50, max_tokens=60, cache_size=0)
     assert answers == [[[f"{sentence[::-1]}#0"] for sentence in sentences] for sentences in requests]
     assert sum(len(batch) for batch, _ in model.batches) == sum(map(len, requests))  # each sentence once
     assert len(model.batches) < 40  # gathered across requests
@@ -115,7 +121,7 @@ def test_clients_answered_by_a_batch_join_the_next_one_rather_than_taking_turns(
     async def clients(batcher):
         await asyncio.gather(*(client(batcher, number) for number in range(16)))
 
-    run(clients, model, wait_ms=20, cache_size=0)
+    run(clients, model, batch_wait_ms=20, cache_size=0)
     sizes = [len(batch) for batch, _ in model.batches]
     assert sum(sizes) == 16 * 8
     assert sizes[-4:] == [16] * 4, sizes
@@ -141,7 +147,7 @@ def test_lanes_translate_batches_side_by_side_within_their_sentence_limit():
     async def clients(batcher):
         return await asyncio.gather(*(batcher.translate([f"request {r}"]) for r in range(12)))
 
-    answers = run(clients, counted, wait_ms=20, cache_size=0, lanes=2, batch_sentences=3)
+    answers = run(clients, counted, batch_wait_ms=20, cache_size=0, lanes=2, batch_sentences=3)
     assert answers == [[[f"request {r}"[::-1] + "#0"]] for r in range(12)]
     assert sorted(sentence for batch, _ in model.batches for sentence in batch) == sorted(
         f"request {r}" for r in range(12)
@@ -164,7 +170,7 @@ def test_the_next_batch_holds_the_sentence_that_waited_longest():
         waiting += [asyncio.ensure_future(batcher.translate([f"short {n}"])) for n in range(4)]
         await asyncio.gather(busy, *waiting)
 
-    run(clients, model, wait_ms=1, cache_size=0, batch_sentences=2)
+    run(clients, model, batch_wait_ms=1, cache_size=0, batch_sentences=2)
     assert [batch for batch, _ in model.batches[:2]] == [["blocker"], [long]]
 
 
@@ -174,7 +180,7 @@ def test_hypotheses_are_batched_apart_and_given_best_first():
     async def clients(batcher):
         return await asyncio.gather(batcher.translate(["a b"], 3), batcher.translate(["c d"], 1))
 
-    assert run(clients, model, wait_ms=50) == [[["b a#0", "b a#1", "b a#2"]], [["d c#0"]]]
+    assert run(clients, model, batch_wait_ms=50) == [[["b a#0", "b a#1", "b a#2"]], [["d c#0"]]]
     assert sorted(model.batches) == [(["a b"], 3), (["c d"], 1)]
 
 
@@ -213,7 +219,7 @@ def test_a_failing_sentence_fails_alone():
             batcher.translate(["good one"]), batcher.translate(["BAD one"]), return_exceptions=True
         )
 
-    good, bad = run(clients, model, wait_ms=50)
+    good, bad = run(clients, model, batch_wait_ms=50)
     assert good == [["eno doog#0"]]
     assert isinstance(bad, RuntimeError) and "cannot take BAD" in str(bad)
 
@@ -227,7 +233,7 @@ def test_a_cancelled_request_costs_no_model_time():
         gone.cancel()
         return await batcher.translate(["still here"])
 
-    assert run(clients, model, wait_ms=100) == [["ereh llits#0"]]
+    assert run(clients, model, batch_wait_ms=100) == [["ereh llits#0"]]
     assert [batch for batch, _ in model.batches] == [["still here"]]
 
 
@@ -242,7 +248,7 @@ def test_with_a_continuous_decoder_sentences_join_and_leave_its_batch_step_by_st
 
         return await asyncio.gather(*(client(n, sentences) for n, sentences in enumerate(requests)))
 
-    answers = run(clients, model, decoder, wait_ms=1, max_tokens=60, cache_size=0)
+    answers = run(clients, model, decoder, batch_wait_ms=1, max_tokens=60, cache_size=0)
     expected = [
         [[f"{s[::-1]}#{rank}" for rank in range(n % 2 + 1)] for s in request] for n, request in enumerate(requests)
     ]
@@ -261,7 +267,7 @@ def test_with_a_continuous_decoder_more_hypotheses_than_its_beams_go_batch_by_ba
     async def clients(batcher):
         return await asyncio.gather(batcher.translate(["a b"], hypotheses=2), batcher.translate(["c d"], hypotheses=3))
 
-    assert run(clients, model, decoder, wait_ms=20) == [[["b a#0", "b a#1"]], [["d c#0", "d c#1", "d c#2"]]]
+    assert run(clients, model, decoder, batch_wait_ms=20) == [[["b a#0", "b a#1"]], [["d c#0", "d c#1", "d c#2"]]]
     assert model.batches == [(["c d"], 3)] and decoder.steps == [["a b"], ["a b"]]
 
 
@@ -273,7 +279,7 @@ def test_with_a_continuous_decoder_a_failing_sentence_fails_alone():
             batcher.translate(["good one"]), batcher.translate(["BAD one"]), return_exceptions=True
         )
 
-    good, bad = run(clients, model, decoder, wait_ms=50)
+    good, bad = run(clients, model, decoder, batch_wait_ms=50)
     assert good == [["eno doog#0"]]
     assert isinstance(bad, RuntimeError) and "cannot take BAD" in str(bad)
 
@@ -289,5 +295,5 @@ def test_with_a_continuous_decoder_a_cancelled_request_leaves_its_batch():
         answer = await batcher.translate(["still here"])
         return answer, batcher.outstanding
 
-    assert run(clients, model, decoder, wait_ms=1) == ([["ereh llits#0"]], 0)
+    assert run(clients, model, decoder, batch_wait_ms=1) == ([["ereh llits#0"]], 0)
     assert len(decoder.steps) < 100 and decoder.steps[-1] == ["still here"]  # dropped long before its 400 steps

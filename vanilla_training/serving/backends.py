@@ -18,10 +18,6 @@ from ..precision import resolve_precision
 from ..translator import Translator
 from .continuous import ContinuousDecoder, unsupported_settings
 
-BACKENDS = ("torch", "ctranslate2")
-BATCHING = ("continuous", "batches")
-PRECISIONS = ("auto", "fp32", "bf16")
-QUANTIZATIONS = ("float32", "int8")
 CPU_BATCH = 8  # sentences of a CTranslate2 batch on a CPU
 LANES_PER_WORKER = 2  # batches in flight for each CTranslate2 worker: one translated, the next queued behind it
 

@@ -20,8 +20,10 @@ import time
 from collections.abc import Callable
 from concurrent.futures import Executor
 
+from .backends import Backend
 from .continuous import ContinuousDecoder
 from .metrics import Metrics
+from .settings import ServeSettings
 
 GATHER_LIMIT = 10  # the longest gathering, in batch waits
 TranslateBatch = Callable[[list[str], int], list[list[str]]]  # sentences, hypotheses -> n best of each
@@ -78,49 +80,34 @@ class LRUCache:
 
 
 class Batcher:
-    """Gathers the sentences given to `translate` by concurrent requests into batches for `translate_batch`
-    (run in `executor`, on at most `lanes` batches at a time): a batch starts once no sentence has come for
-    `wait_ms` (see `_work`), or once `max_tokens` or `batch_sentences` are waiting; at most `max_queue` sentences
-    wait or are being translated at any time."""
+    """Gathers the sentences given to `translate` by concurrent requests and hands each its answer; at most
+    `settings.max_queue` sentences wait or are being translated at any time. How the gathered sentences reach the
+    model is a subclass's `_work`: `BatchByBatch` or `ContinuousBatcher` (`batcher_for` picks one)."""
 
     def __init__(
         self,
         translate_batch: TranslateBatch,
         count_tokens: Callable[[list[str]], list[int]],
         executor: Executor,
+        settings: ServeSettings,
         name: str = "",
-        wait_ms: float = 5.0,
-        max_tokens: int = 4096,
-        max_queue: int = 2048,
-        cache_size: int = 10_000,
         metrics: Metrics | None = None,
-        decoder: ContinuousDecoder | None = None,
-        lanes: int = 1,
-        batch_sentences: int | None = None,
     ):
         self.translate_batch = translate_batch
         self.count_tokens = count_tokens
         self.executor = executor
+        self.settings = settings
         self.name = name
-        self.wait = wait_ms / 1000
-        self.max_tokens = max_tokens
-        self.max_queue = max_queue
-        self.cache = LRUCache(cache_size)
+        self.cache = LRUCache(settings.cache_size)
         self.metrics = metrics or Metrics()
-        self.decoder = decoder
-        self.decoding: dict[int, Job] = {}  # the sentences in the continuous decoder's batch, by id
         self.pending: list[Job] = []
         self.outstanding = 0  # sentences queued or in a batch being translated
         self.arrived = asyncio.Event()
         self.worker: asyncio.Task | None = None
-        self.free_lanes = asyncio.Semaphore(lanes)
-        self.batch_sentences = batch_sentences
-        self.running: set[asyncio.Task] = set()  # the batches being translated, one a lane
 
     def start(self) -> None:
         """Starts the worker (in the running event loop)."""
-        work = self._work() if self.decoder is None else self._decode_continuously()
-        self.worker = asyncio.get_running_loop().create_task(work, name=f"batcher {self.name}")
+        self.worker = asyncio.get_running_loop().create_task(self._work(), name=f"batcher {self.name}")
 
     async def close(self) -> None:
         """Stops the worker once nothing is queued (the server has stopped taking requests)."""
@@ -129,6 +116,10 @@ class Batcher:
         if self.worker is not None:
             self.worker.cancel()
             await asyncio.gather(self.worker, return_exceptions=True)
+
+    async def _work(self) -> None:
+        """Forever: takes the waiting sentences to the model and hands them their answers."""
+        raise NotImplementedError
 
     async def translate(self, sentences: list[str], hypotheses: int = 1) -> list[list[str]]:
         """The `hypotheses` best translations of each sentence (a blank one translates to "" alone), from the
@@ -143,11 +134,11 @@ class Batcher:
         self.metrics.sentences.labels(self.name, "cache").inc(len(sentences) - len(misses))
         if not misses:
             return answers
-        if self.outstanding + len(misses) > self.max_queue:
+        if self.outstanding + len(misses) > self.settings.max_queue:
             self.metrics.rejected.labels(self.name).inc(len(misses))
             raise QueueFull(
-                f"the translation queue is full ({self.outstanding:,} of {self.max_queue:,} sentences waiting); "
-                "try again shortly"
+                f"the translation queue is full ({self.outstanding:,} of {self.settings.max_queue:,} sentences "
+                "waiting); try again shortly"
             )
         loop = asyncio.get_running_loop()
         now = time.monotonic()
@@ -168,12 +159,82 @@ class Batcher:
         self.outstanding += change
         self.metrics.queued.labels(self.name).set(self.outstanding)
 
+    def _full(self) -> bool:
+        """Whether the waiting sentences fill a batch: `max_tokens` source tokens."""
+        return sum(job.tokens for job in self.pending) >= self.settings.max_tokens
+
+    async def _gather(self) -> None:
+        """Waits for a sentence, then for others until none has come for `batch_wait_ms`, at most `GATHER_LIMIT`
+        times that, or until a batch's worth waits (`_full`)."""
+        while not self.pending:
+            self.arrived.clear()
+            await self.arrived.wait()
+        wait = self.settings.batch_wait_ms / 1000
+        opened = last = time.monotonic()
+        while not self._full():
+            remaining = min(last + wait, opened + GATHER_LIMIT * wait) - time.monotonic()
+            if remaining <= 0:
+                break
+            self.arrived.clear()
+            try:
+                await asyncio.wait_for(self.arrived.wait(), remaining)
+            except asyncio.TimeoutError:
+                break
+            last = time.monotonic()
+        self.arrived.clear()
+
+    async def _run(self, batch: list[Job], hypotheses: int) -> None:
+        """Translates one batch and hands each answer to its request; if the batch fails, each sentence is tried
+        alone, so that only the sentence at fault fails."""
+        live = [job for job in batch if not job.future.done()]  # a cancelled request's sentences are dropped
+        self._count(len(live) - len(batch))
+        batch = live
+        if not batch:
+            return
+        started = time.monotonic()
+        for job in batch:
+            self.metrics.queue_seconds.labels(self.name).observe(started - job.queued_at)
+        sentences = [job.sentence for job in batch]
+        loop = asyncio.get_running_loop()
+        try:
+            results = await loop.run_in_executor(self.executor, self.translate_batch, sentences, hypotheses)
+        except Exception as error:
+            if len(batch) > 1:
+                for job in batch:
+                    await self._run([job], hypotheses)
+                return
+            results = error
+        self.metrics.batch_seconds.labels(self.name).observe(time.monotonic() - started)
+        self.metrics.batch_sentences.labels(self.name).observe(len(batch))
+        if isinstance(results, Exception):
+            if not batch[0].future.done():
+                batch[0].future.set_exception(results)
+        else:
+            self.metrics.sentences.labels(self.name, "model").inc(len(batch))
+            self.metrics.tokens.labels(self.name).inc(sum(job.tokens for job in batch))
+            for job, result in zip(batch, results, strict=True):
+                self.cache.put((job.sentence, hypotheses), result)
+                if not job.future.done():
+                    job.future.set_result(result)
+        self._count(-len(batch))
+
+
+class BatchByBatch(Batcher):
+    """Batches translated whole by `translate_batch`, on at most `lanes` batches at a time (each a thread of
+    `executor`): a batch starts once a lane is free and no sentence has come for `batch_wait_ms`, or once
+    `max_tokens` or `batch_sentences` are waiting."""
+
+    def __init__(self, *args, lanes: int = 1, batch_sentences: int | None = None, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.free_lanes = asyncio.Semaphore(lanes)
+        self.batch_sentences = batch_sentences
+        self.running: set[asyncio.Task] = set()  # the batches being translated, one a lane
+
     async def _work(self) -> None:
-        """Forever: once a lane is free and a sentence waits, gather others until none has come for `wait` (at
-        most `GATHER_LIMIT` times `wait`, or until a batch's worth waits), then translate the batch that holds the
-        oldest waiting sentence on that lane, and look for the next free lane at once. The window opens when a
-        lane is free, not when the first sentence came: the clients answered by the last batch are back in time
-        to join the next one, rather than waiting a whole batch behind it."""
+        """Forever: once a lane is free and a sentence waits, gather others (`_gather`), then translate the batch
+        that holds the oldest waiting sentence on that lane, and look for the next free lane at once. The window
+        opens when a lane is free, not when the first sentence came: the clients answered by the last batch are
+        back in time to join the next one, rather than waiting a whole batch behind it."""
         while True:
             await self.free_lanes.acquire()
             await self._gather()
@@ -190,36 +251,52 @@ class Batcher:
         """Whether the waiting sentences fill a batch: `max_tokens` source tokens or `batch_sentences` sentences."""
         if self.batch_sentences is not None and len(self.pending) >= self.batch_sentences:
             return True
-        return sum(job.tokens for job in self.pending) >= self.max_tokens
+        return super()._full()
 
     def _oldest_batch(self) -> list[Job]:
         """Takes from the waiting sentences the batch of similar lengths (see `token_budget_batches`) that holds
         the one that has waited longest, among those asking as many hypotheses as it."""
         oldest = self.pending[0]
         group = [job for job in self.pending if job.hypotheses == oldest.hypotheses]
-        batches = token_budget_batches(group, self.max_tokens, self.batch_sentences)
+        batches = token_budget_batches(group, self.settings.max_tokens, self.batch_sentences)
         batch = next(batch for batch in batches if any(job is oldest for job in batch))
         taken = {id(job) for job in batch}
         self.pending = [job for job in self.pending if id(job) not in taken]
         return batch
 
-    async def _gather(self) -> None:
-        """Waits for a sentence, then for others until none has come for `wait` (see `_work`)."""
-        while not self.pending:
-            self.arrived.clear()
-            await self.arrived.wait()
-        opened = last = time.monotonic()
-        while not self._full():
-            remaining = min(last + self.wait, opened + GATHER_LIMIT * self.wait) - time.monotonic()
-            if remaining <= 0:
-                break
-            self.arrived.clear()
-            try:
-                await asyncio.wait_for(self.arrived.wait(), remaining)
-            except asyncio.TimeoutError:
-                break
-            last = time.monotonic()
-        self.arrived.clear()
+
+class ContinuousBatcher(Batcher):
+    """Sentences decoded by a continuous decoder (the torch backend's, `continuous.py`): gathering happens only
+    when it is idle; while it decodes, waiting sentences join its running batch at the next step, within
+    `max_tokens`, and each leaves it with its answer as soon as its beam search is done."""
+
+    def __init__(self, *args, decoder: ContinuousDecoder, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.decoder = decoder
+        self.decoding: dict[int, Job] = {}  # the sentences in the decoder's batch, by id
+
+    async def _work(self) -> None:
+        """Forever: when the decoder is idle, gather (`_gather`); then, step after step, let waiting sentences join
+        its batch while their source tokens fit in `max_tokens` (the first always fits), make one decoding step,
+        and answer the sentences it finished. Sentences whose client has gone leave the batch; those asking more
+        hypotheses than the beam holds go batch by batch (`_run`)."""
+        while True:
+            if not self.decoding:
+                await self._gather()
+            gone = {key for key, job in self.decoding.items() if job.future.done()}
+            self.decoder.drop(gone)
+            for key in gone:
+                del self.decoding[key]
+            self._count(-len(gone))
+            wide = [job for job in self.pending if job.hypotheses > self.decoder.beams]
+            if wide:
+                self.pending = [job for job in self.pending if job.hypotheses <= self.decoder.beams]
+                await self._run_batches(wide)
+            joining = self._admit()
+            if joining:
+                await self._join(joining)
+            if self.decoding:
+                await self._step()
 
     async def _run_batches(self, jobs: list[Job]) -> None:
         """Translates `jobs` in token-budgeted batches of similar lengths, those asking the same number of
@@ -228,37 +305,13 @@ class Batcher:
         for job in jobs:
             by_hypotheses[job.hypotheses].append(job)
         for hypotheses, group in by_hypotheses.items():
-            for batch in token_budget_batches(group, self.max_tokens):
+            for batch in token_budget_batches(group, self.settings.max_tokens):
                 await self._run(batch, hypotheses)
-
-    async def _decode_continuously(self) -> None:
-        """Forever, with the continuous decoder: when it is idle, gather as `_work` does; then, step after step,
-        let waiting sentences join its batch while their source tokens fit in `max_tokens` (the first always
-        fits), make one decoding step, and answer the sentences it finished. Sentences whose client has gone
-        leave the batch; those asking more hypotheses than the beam holds go batch by batch (`_run`)."""
-        decoder = self.decoder
-        while True:
-            if not self.decoding:
-                await self._gather()
-            gone = {key for key, job in self.decoding.items() if job.future.done()}
-            decoder.drop(gone)
-            for key in gone:
-                del self.decoding[key]
-            self._count(-len(gone))
-            wide = [job for job in self.pending if job.hypotheses > decoder.beams]
-            if wide:
-                self.pending = [job for job in self.pending if job.hypotheses <= decoder.beams]
-                await self._run_batches(wide)
-            joining = self._admit()
-            if joining:
-                await self._join(joining)
-            if self.decoding:
-                await self._step()
 
     def _admit(self) -> list[Job]:
         """The waiting sentences that join the decoder's batch now, first come first: while their source tokens
         and the batch's fit in `max_tokens`. Sentences of requests already gone are dropped."""
-        budget = self.max_tokens - sum(job.tokens for job in self.decoding.values())
+        budget = self.settings.max_tokens - sum(job.tokens for job in self.decoding.values())
         joining, waiting = [], []
         for job in self.pending:
             if job.future.done():
@@ -323,37 +376,10 @@ class Batcher:
                 job.future.set_result(result)
         self._count(-len(done))
 
-    async def _run(self, batch: list[Job], hypotheses: int) -> None:
-        """Translates one batch and hands each answer to its request; if the batch fails, each sentence is tried
-        alone, so that only the sentence at fault fails."""
-        live = [job for job in batch if not job.future.done()]  # a cancelled request's sentences are dropped
-        self._count(len(live) - len(batch))
-        batch = live
-        if not batch:
-            return
-        started = time.monotonic()
-        for job in batch:
-            self.metrics.queue_seconds.labels(self.name).observe(started - job.queued_at)
-        sentences = [job.sentence for job in batch]
-        loop = asyncio.get_running_loop()
-        try:
-            results = await loop.run_in_executor(self.executor, self.translate_batch, sentences, hypotheses)
-        except Exception as error:
-            if len(batch) > 1:
-                for job in batch:
-                    await self._run([job], hypotheses)
-                return
-            results = error
-        self.metrics.batch_seconds.labels(self.name).observe(time.monotonic() - started)
-        self.metrics.batch_sentences.labels(self.name).observe(len(batch))
-        if isinstance(results, Exception):
-            if not batch[0].future.done():
-                batch[0].future.set_exception(results)
-        else:
-            self.metrics.sentences.labels(self.name, "model").inc(len(batch))
-            self.metrics.tokens.labels(self.name).inc(sum(job.tokens for job in batch))
-            for job, result in zip(batch, results, strict=True):
-                self.cache.put((job.sentence, hypotheses), result)
-                if not job.future.done():
-                    job.future.set_result(result)
-        self._count(-len(batch))
+
+def batcher_for(backend: Backend, executor: Executor, settings: ServeSettings, name: str, metrics: Metrics) -> Batcher:
+    """The batcher of `backend`: its continuous decoder's where it has one, else batch by batch on its lanes."""
+    common = (backend.translate, backend.translator.token_counts, executor, settings, name, metrics)
+    if backend.decoder is not None:
+        return ContinuousBatcher(*common, decoder=backend.decoder)
+    return BatchByBatch(*common, lanes=backend.lanes, batch_sentences=backend.batch_sentences)

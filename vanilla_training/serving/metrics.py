@@ -3,6 +3,7 @@
 
 import contextlib
 import os
+import time
 from pathlib import Path
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
@@ -98,3 +99,41 @@ def forget_dead_workers(folder: str) -> None:
         except OSError:  # no such process, or another user's: the pid taken again since the worker ended
             with contextlib.suppress(FileNotFoundError):  # removed meanwhile by another worker's scrape
                 mark_process_dead(pid, folder)
+
+
+class Measure:
+    """ASGI middleware counting the HTTP requests by endpoint (the path of the route that answered; `other` where
+    none did) and status, and timing them. A request is counted before the last part of its answer is sent, so a
+    client that has its answer finds it in /metrics."""
+
+    def __init__(self, app, metrics: Metrics):
+        self.app, self.metrics = app, metrics
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        started, status, counted = time.monotonic(), 500, False
+
+        def count() -> None:
+            nonlocal counted
+            counted = True
+            route = scope.get("route")  # set by the router on the scope it was given, once a route matched
+            endpoint = getattr(route, "path", None) or "other"
+            self.metrics.latency.labels(endpoint).observe(time.monotonic() - started)
+            self.metrics.requests.labels(endpoint, str(status)).inc()
+            if status >= 400:
+                self.metrics.errors.labels(endpoint, str(status)).inc()
+
+        async def send_and_count(message):
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            elif message["type"] == "http.response.body" and not message.get("more_body", False):
+                count()
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_and_count)
+        finally:
+            if not counted:  # the app failed before answering, or its answer was cut off
+                count()

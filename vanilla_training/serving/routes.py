@@ -1,0 +1,76 @@
+"""The routes of LibreTranslate's API, thin: each reads its request (`parsing`), asks the `Service` on
+`request.app.state.service` (`service` below, a FastAPI dependency) and answers. A new group of routes is an
+`APIRouter` of its own module, included in `app.create_app`."""
+
+from importlib.resources import files
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Request
+from fastapi.responses import HTMLResponse, JSONResponse, Response
+from prometheus_client import CONTENT_TYPE_LATEST
+
+from .parsing import parse_detect, parse_translate, read_fields
+from .schema import ERRORS, DetectedLanguage, DetectRequest, Language, TranslateRequest, TranslateResponse, body_schema
+from .service import Service
+
+
+def service(request: Request) -> Service:
+    """The app's `Service` (a FastAPI dependency)."""
+    return request.app.state.service
+
+
+Served = Annotated[Service, Depends(service)]
+STATIC = files("vanilla_training.serving") / "static"  # the web page and its script
+router = APIRouter()
+
+
+@router.post(
+    "/translate",
+    response_model=TranslateResponse,
+    response_model_exclude_none=True,
+    responses=ERRORS,
+    openapi_extra=body_schema(TranslateRequest),
+    summary="Translate text from a language to another",
+)
+async def translate(request: Request, served: Served):
+    fields, is_json = await read_fields(request, served.settings.max_body_bytes)
+    call = parse_translate(fields, is_json, served.settings, served.codes)
+    best, others, detected = await served.translate(call, request.is_disconnected)
+    result: dict[str, Any] = {"translatedText": best if call.is_list else best[0]}
+    if detected is not None:
+        result["detectedLanguage"] = [detected] * len(call.texts) if call.is_list else detected
+    if call.alternatives > 0:
+        result["alternatives"] = others if call.is_list else others[0]
+    return JSONResponse(result)
+
+
+@router.post(
+    "/detect",
+    response_model=list[DetectedLanguage],
+    responses=ERRORS,
+    openapi_extra=body_schema(DetectRequest),
+    summary="Detect the language of a text (among the languages served)",
+)
+async def detect(request: Request, served: Served):
+    fields, _ = await read_fields(request, served.settings.max_body_bytes)
+    return JSONResponse(served.detector.detect(parse_detect(fields, served.settings)))
+
+
+@router.get("/languages", response_model=list[Language], summary="The languages served and their targets")
+async def languages(served: Served):
+    return served.languages()
+
+
+@router.get("/health", summary="Whether the server is up")
+async def health():
+    return {"status": "ok"}
+
+
+@router.get("/metrics", summary="Prometheus metrics", response_class=Response)
+async def metrics(served: Served):
+    return Response(served.metrics.exposition(), media_type=CONTENT_TYPE_LATEST)
+
+
+@router.get("/", response_class=HTMLResponse, include_in_schema=False)
+async def index():
+    return HTMLResponse((STATIC / "index.html").read_text(encoding="utf-8"))

@@ -1,0 +1,81 @@
+"""The shapes of the API's requests and answers, as the OpenAPI page (`/docs`, `/openapi.json`) shows them; the
+routes read requests with `parsing` and answer plain JSON in these shapes."""
+
+from pydantic import BaseModel, Field
+
+
+class ErrorResponse(BaseModel):
+    error: str = Field(description="What was wrong with the request, or why it could not be answered")
+
+
+class TranslateRequest(BaseModel):
+    """The fields of POST /translate, as JSON or as form fields (application/x-www-form-urlencoded or
+    multipart/form-data)."""
+
+    q: str | list[str] = Field(
+        description="The text to translate, or a list of texts (answered by a list in the same order). A text may "
+        "hold several sentences and lines: it is split into sentences and rejoined with its own spacing.",
+        examples=["In the beginning God created the heaven and the earth."],
+    )
+    source: str = Field(description="The language of q (a code from GET /languages), or `auto` to detect it")
+    target: str = Field(description="The language to translate into (a code from GET /languages)")
+    format: str = Field(
+        "text",
+        description="`text` (plain text) or `html` (the markup is kept; the text between tags is translated)",
+    )
+    alternatives: int = Field(
+        0, description="How many other translations to give beside the best one (n-best from the beam search)"
+    )
+    api_key: str | None = Field(None, description="An API key; needed only where the server was given keys")
+
+
+class DetectedLanguage(BaseModel):
+    confidence: float = Field(description="How sure the detector is, from 0 to 100")
+    language: str = Field(description="The language code")
+
+
+class TranslateResponse(BaseModel):
+    translatedText: str | list[str] = Field(description="The translation (a list for a list of texts)")
+    alternatives: list[str] | list[list[str]] | None = Field(
+        None, description="Other translations, best first (only when asked for; a list per text for a list)"
+    )
+    detectedLanguage: DetectedLanguage | list[DetectedLanguage] | None = Field(
+        None, description="The detected source language (only for source `auto`)"
+    )
+
+
+class DetectRequest(BaseModel):
+    q: str = Field(description="The text whose language to detect")
+    api_key: str | None = Field(None, description="An API key; needed only where the server was given keys")
+
+
+class Language(BaseModel):
+    code: str = Field(description="Language code")
+    name: str = Field(description="Human-readable language name (in English)")
+    targets: list[str] = Field(description="The codes of the languages it translates into")
+
+
+def body_schema(model: type[BaseModel]) -> dict:
+    """The OpenAPI request body of an endpoint that reads `model`'s fields as JSON or as form fields."""
+    schema = model.model_json_schema()
+    return {
+        "requestBody": {
+            "required": True,
+            "content": {
+                kind: {"schema": schema}
+                for kind in ("application/json", "application/x-www-form-urlencoded", "multipart/form-data")
+            },
+        }
+    }
+
+
+ERRORS = {
+    status: {"model": ErrorResponse, "description": description}
+    for status, description in {
+        400: "Invalid request (a missing or invalid field, an unsupported language, a text over a limit)",
+        403: "Wrong API key",
+        413: "Request body over the size limit",
+        500: "Translation error",
+        503: "The translation queue is full: try again shortly",
+    }.items()
+}

@@ -1,0 +1,157 @@
+"""Every setting of the server, declared once: `ServeSettings`, whose fields carry their `vanilla-serve` option,
+help text and default. The command line is built from it (`add_options`, `settings_from`), and the app and the
+batchers read it; a field is the option of the same name (`batch_wait_ms` is `--batch-wait-ms`)."""
+
+import argparse
+import dataclasses
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+BACKENDS = ("torch", "ctranslate2")
+BATCHING = ("continuous", "batches")
+PRECISIONS = ("auto", "fp32", "bf16")
+QUANTIZATIONS = ("float32", "int8")
+LOG_LEVELS = ("critical", "error", "warning", "info", "debug")
+
+
+def positive(text: str) -> int:
+    """An option's type: an integer of at least 1."""
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def limit(text: str) -> int:
+    """An option's type: an integer of at least 1, or -1 for no limit."""
+    value = int(text)
+    if value < 1 and value != -1:
+        raise argparse.ArgumentTypeError(f"must be at least 1 (or -1: no limit), got {value}")
+    return value
+
+
+def non_negative(text: str) -> float:
+    """An option's type: a number of at least 0."""
+    value = float(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be at least 0, got {value}")
+    return value
+
+
+def key_file(text: str) -> frozenset[str]:
+    """An option's type: the keys in the file `text`, one a line (blank lines and lines starting with # ignored)."""
+    path = Path(text)
+    if not path.is_file():
+        raise argparse.ArgumentTypeError(f"{text}: no such file")
+    lines = [line.strip() for line in path.read_text(encoding="utf-8").splitlines()]
+    keys = frozenset(line for line in lines if line and not line.startswith("#"))
+    if not keys:
+        raise argparse.ArgumentTypeError(f"{text}: the file holds no key")
+    return keys
+
+
+def option(
+    help: str,
+    default: Any,
+    *,
+    type: Callable[[str], Any] | None = None,
+    metavar: str | None = None,
+    choices: tuple[str, ...] | None = None,
+    shown: str | None = None,
+) -> Any:
+    """A `ServeSettings` field offered as an option: its `--help` text (the default is added, as `shown` if
+    given), the option's argparse `type`, `metavar` and `choices`."""
+    metadata = {"help": help, "type": type, "metavar": metavar, "choices": choices, "shown": shown}
+    factory = {"default_factory": lambda: default} if isinstance(default, (frozenset, list)) else {"default": default}
+    return dataclasses.field(metadata=metadata, **factory)
+
+
+@dataclasses.dataclass(frozen=True)
+class ServeSettings:
+    """The server's settings; each field is the `vanilla-serve` option of the same name."""
+
+    host: str = option("address to listen on (127.0.0.1: this machine only; 0.0.0.0: every interface)", "127.0.0.1")
+    port: int = option("port to listen on (0: any free port)", 5000, type=int)
+    backend: str = option("what runs the model", "torch", choices=BACKENDS)
+    precision: str = option(
+        "torch backend: auto is bf16 where the GPU or CPU computes bfloat16 natively, else fp32",
+        "auto",
+        choices=PRECISIONS,
+    )
+    quantization: str = option("ctranslate2 backend: weight type", "int8", choices=QUANTIZATIONS)
+    ct2_cache: Path | None = option(
+        "ctranslate2 backend: where models exported on the fly are kept",
+        None,
+        type=Path,
+        metavar="DIR",
+        shown="~/.cache/vanilla-serve/ctranslate2",
+    )
+    batching: str = option(
+        "torch backend: continuous (sentences join the running batch and leave it at any decoding step) or batches "
+        "(each batch decoded to its longest sentence, as vanilla-translate does)",
+        "continuous",
+        choices=BATCHING,
+    )
+    beams: int | None = option("beam size", None, type=positive, metavar="N", shown="the model's own")
+    api_keys: frozenset[str] = option(
+        "require an API key: FILE holds the accepted keys, one a line",
+        frozenset(),
+        type=key_file,
+        metavar="FILE",
+        shown="none needed",
+    )
+    char_limit: int = option("characters per text (-1: no limit)", 5000, type=limit, metavar="N")
+    batch_limit: int = option("texts per request when q is a list (-1: no limit)", 100, type=limit, metavar="N")
+    sentence_limit: int = option("sentences per request, all texts together", 500, type=positive, metavar="N")
+    alternatives_limit: int = option(
+        "most alternatives a request may ask for (-1: no limit)", 3, type=limit, metavar="N"
+    )
+    max_body_bytes: int = option("largest request body; a larger one gets 413", 1_000_000, type=positive, metavar="N")
+    batch_wait_ms: float = option(
+        "a batch starts once no sentence has come for MS milliseconds (at most 10 x MS after the model is free)",
+        5.0,
+        type=non_negative,
+        metavar="MS",
+    )
+    max_tokens: int = option("source tokens per batch, padding included", 4096, type=positive, metavar="N")
+    max_queue: int = option(
+        "sentences waiting at most; a request that does not fit gets 503", 2048, type=positive, metavar="N"
+    )
+    cache_size: int = option(
+        "translations kept for repeated sentences, per model (0: none)", 10_000, type=int, metavar="N"
+    )
+    graceful_timeout: float = option(
+        "seconds given to requests in flight after SIGTERM", 60.0, type=non_negative, metavar="S"
+    )
+    workers: int = option(
+        "server processes sharing the port, each with its own copy of the models, cache and queue, and 1/N of the "
+        "CPU threads; /metrics adds up all. On a CPU, the torch backend serves more with one worker a core: a "
+        "process decodes on one thread at a time (docs/serving.md)",
+        1,
+        type=positive,
+        metavar="N",
+    )
+    log_level: str = option("uvicorn's log level", "info", choices=LOG_LEVELS)
+
+
+def option_name(field: dataclasses.Field) -> str:
+    return "--" + field.name.replace("_", "-")
+
+
+def add_options(parser: argparse.ArgumentParser) -> None:
+    """Adds an option for each field of `ServeSettings` to `parser`, with the field's default."""
+    defaults = ServeSettings()
+    for field in dataclasses.fields(ServeSettings):
+        meta = field.metadata
+        default = getattr(defaults, field.name)
+        shown = meta["shown"] or (f"{default:,}" if isinstance(default, int) and default > 9999 else default)
+        extra = {key: meta[key] for key in ("type", "metavar", "choices") if meta[key] is not None}
+        parser.add_argument(
+            option_name(field), dest=field.name, default=default, help=f"{meta['help']} (default: {shown})", **extra
+        )
+
+
+def settings_from(args: argparse.Namespace) -> ServeSettings:
+    """The settings that `args` (parsed by a parser given `add_options`) hold."""
+    return ServeSettings(**{field.name: getattr(args, field.name) for field in dataclasses.fields(ServeSettings)})
