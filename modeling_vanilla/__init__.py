@@ -3,10 +3,10 @@
 Importing the package registers the model with transformers' Auto classes, and marks the classes so that
 `save_pretrained` writes their code and an `auto_map` beside the weights (for `trust_remote_code=True` loading where
 this package is not installed). `TranslationPipeline` is `pipeline("translation")` for these models (see
-`pipeline_vanilla.py`).
+`pipeline_vanilla.py`); `VanillaTokenizer` is the tokenizer of a multilingual model (see `tokenization_vanilla.py`).
 """
 
-from transformers import AutoConfig, AutoModel, AutoModelForSeq2SeqLM
+from transformers import AutoConfig, AutoModel, AutoModelForSeq2SeqLM, AutoTokenizer
 
 from .configuration_vanilla import PRESETS, VanillaConfig
 from .gnmt_beam_search import gnmt_beam_search, gnmt_length_penalty
@@ -20,13 +20,16 @@ from .modeling_vanilla import (
     sinusoidal_positional_encoding,
 )
 from .pipeline_vanilla import TranslationPipeline
+from .tokenization_vanilla import VanillaTokenizer, language_token
 
 AutoConfig.register(VanillaConfig.model_type, VanillaConfig)
 AutoModel.register(VanillaConfig, VanillaModel)
 AutoModelForSeq2SeqLM.register(VanillaConfig, VanillaForConditionalGeneration)
+AutoTokenizer.register(VanillaConfig, tokenizer_class=VanillaTokenizer)
 VanillaConfig.register_for_auto_class()
 VanillaModel.register_for_auto_class("AutoModel")
 VanillaForConditionalGeneration.register_for_auto_class("AutoModelForSeq2SeqLM")
+VanillaTokenizer.register_for_auto_class("AutoTokenizer")
 
 __all__ = [
     "EXTRA_OUTPUT_LENGTH",
@@ -37,8 +40,10 @@ __all__ = [
     "VanillaForConditionalGeneration",
     "VanillaModel",
     "VanillaPreTrainedModel",
+    "VanillaTokenizer",
     "gnmt_beam_search",
     "gnmt_length_penalty",
+    "language_token",
     "paper_generation_config",
     "sinusoidal_positional_encoding",
 ]

@@ -92,6 +92,11 @@ class VanillaConfig(PreTrainedConfig):
     reference implementations of the paper's models do (tensor2tensor, fairseq); a float draws every embedding and
     projection weight from N(0, init_std), as transformers' Marian and BART do with their `init_std` (0.02). The
     "demo" and "small" presets use 0.02, for their small data and short schedules (docs/recipes.md says why).
+
+    A multilingual model records its languages (ISO 639-1 codes) as `config.languages`, an open attribute as
+    `VanillaConfig(languages=["en", "de", "fr"])` gives it; its tokenizer has a target-language token for each
+    (`tokenization_vanilla.py`), and `generate` needs the target's as `forced_bos_token_id`. A model of one
+    direction has no `languages`.
     """
 
     model_type = "vanilla"
@@ -200,6 +205,19 @@ class VanillaConfig(PreTrainedConfig):
                 f"VanillaConfig.positional_encoding_layout={self.positional_encoding_layout!r} is not supported; "
                 f"choose one of {POSITIONAL_ENCODING_LAYOUTS}"
             )
+
+    def validate_languages(self) -> None:
+        """`languages`, where set, names two or more distinct languages."""
+        languages = getattr(self, "languages", None)
+        if languages is None:
+            return
+        if (
+            not isinstance(languages, list | tuple)
+            or not all(isinstance(code, str) and code for code in languages)
+            or len(set(languages)) != len(languages)
+            or len(languages) < 2
+        ):
+            raise ValueError(f"VanillaConfig.languages must be two or more distinct language codes, got {languages!r}")
 
     def validate_token_ids(self) -> None:
         """Padding, end of sequence and the decoder's start are token ids of the vocabulary (training and generation

@@ -839,10 +839,21 @@ class VanillaForConditionalGeneration(VanillaPreTrainedModel, GenerationMixin):
         """transformers' `generate`, with the paper's length limit (section 6.1): when neither the call nor the
         generation config sets `max_length` or `max_new_tokens`, at most source length + 50 new tokens. The source
         is `inputs`, `input_ids`, `inputs_embeds` or `encoder_outputs` (a `BaseModelOutput`, or a tuple as the
-        forward takes it)."""
+        forward takes it). A multilingual model (`config.languages`) needs the target language: its token as
+        `forced_bos_token_id` (or a decoder prompt in `decoder_input_ids`); ValueError naming the choices without."""
         if kwargs.get("encoder_outputs") is not None:  # transformers' beam search expands only a BaseModelOutput
             kwargs["encoder_outputs"] = as_encoder_output(kwargs["encoder_outputs"])
         config = generation_config if generation_config is not None else self.generation_config
+        languages = getattr(self.config, "languages", None)
+        if languages and all(
+            kwargs.get(k) is None and getattr(config, k, None) is None
+            for k in ("forced_bos_token_id", "decoder_input_ids")
+        ):
+            raise ValueError(
+                f"this model translates into {', '.join(languages)}: give the target language's token as "
+                f"forced_bos_token_id, e.g. generate(..., forced_bos_token_id=tokenizer.convert_tokens_to_ids("
+                f"'__{languages[0]}__'))"
+            )
         length_unset = all(
             kwargs.get(k) is None and getattr(config, k) is None for k in ("max_length", "max_new_tokens")
         )

@@ -25,6 +25,10 @@ Behaviour (as transformers 4's `TranslationPipeline`, plus defined edge cases):
 - An input longer than the tokenizer's `model_max_length` is truncated to it, with a warning that names how many
   tokens were dropped.
 - An input that is not a string (or a list of strings) raises `TypeError` naming its type.
+- A multilingual model (its config has `languages`) takes the direction as M2M-100 and NLLB do:
+  `pipe(text, src_lang="de", tgt_lang="fr")` (or `pipeline(..., src_lang=..., tgt_lang=...)`); the target's language
+  token becomes `forced_bos_token_id`. Without `tgt_lang`, or with a language it does not know, `ValueError` names
+  its languages. A model of one direction refuses `src_lang`/`tgt_lang`.
 """
 
 import torch
@@ -56,9 +60,24 @@ class TranslationPipeline(Pipeline):
             return [translations[0] for translations in result]
         return result
 
-    def _sanitize_parameters(self, **generate_kwargs) -> tuple[dict, dict, dict]:
-        """Every option of a call (besides `batch_size` and `num_workers`) is a generation option."""
-        return {}, generate_kwargs, {}
+    def _sanitize_parameters(
+        self, src_lang: str | None = None, tgt_lang: str | None = None, **generate_kwargs
+    ) -> tuple[dict, dict, dict]:
+        """Every option of a call (besides `batch_size`, `num_workers`, `src_lang` and `tgt_lang`) is a generation
+        option; `tgt_lang` becomes the `forced_bos_token_id` of its language token."""
+        if src_lang is None and tgt_lang is None:
+            return {}, generate_kwargs, {}
+        languages = getattr(self.model.config, "languages", None)
+        if not languages:
+            raise ValueError(
+                "this model translates one direction (its config records no languages): leave out src_lang and tgt_lang"
+            )
+        if src_lang is not None:
+            self.tokenizer.check_language(src_lang, "src_lang")
+        if tgt_lang is None:
+            return {}, generate_kwargs, {}
+        self.tokenizer.check_language(tgt_lang, "tgt_lang")
+        return {}, {**generate_kwargs, "forced_bos_token_id": self.tokenizer.get_lang_id(tgt_lang)}, {}
 
     def preprocess(self, text: str) -> dict[str, torch.Tensor]:
         """Token ids and attention mask of `text` (none for an empty text), truncated to `model_max_length`."""
@@ -79,6 +98,12 @@ class TranslationPipeline(Pipeline):
 
     def _forward(self, model_inputs: dict[str, torch.Tensor], **generate_kwargs) -> dict[str, torch.Tensor]:
         """Generated ids shaped (inputs, sequences per input, length); empty inputs get padding only."""
+        languages = getattr(self.model.config, "languages", None)
+        if languages and "forced_bos_token_id" not in generate_kwargs:
+            raise ValueError(
+                f"this model translates between {', '.join(languages)}: give the direction, e.g. "
+                f"pipe(text, src_lang={languages[0]!r}, tgt_lang={languages[1]!r})"
+            )
         input_ids, attention_mask = model_inputs["input_ids"], model_inputs["attention_mask"]
         generate_kwargs = self._prepare_generate_kwargs(generate_kwargs)
         per_input = self._get_set_generation_params(generate_kwargs).get("num_return_sequences") or 1

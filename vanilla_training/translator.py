@@ -1,9 +1,11 @@
 """The one front door to a trained model: `load_translator(MODEL)` for every command, benchmark and server.
 
 MODEL is a run folder of `vanilla-train` (its `final/` is used), a saved or converted model folder, or a Hub id.
-The languages a model translates are those its training recorded (`training_results.json` beside the weights);
-languages given by the caller are checked against them, or stand in for them where none are recorded (a converted
-OPUS-MT model, a model trained elsewhere).
+The languages a model of one direction translates are those its training recorded (`training_results.json` beside
+the weights); languages given by the caller are checked against them, or stand in for them where none are recorded (a
+converted OPUS-MT model, a model trained elsewhere). A multilingual model records its languages in its config
+(`config.languages`) and translates between any two of them: the direction is given when it is loaded, or with each
+call (`Translator.translate(..., target_lang=...)`).
 """
 
 import dataclasses
@@ -34,6 +36,28 @@ def model_folder(model: str | Path) -> str:
     return str(final) if (final / "config.json").is_file() else str(model)
 
 
+def model_languages(model: str | Path) -> list[str] | None:
+    """The languages of a multilingual model (its config's `languages`), or None for a model of one direction."""
+    path = cached_file(model_folder(model), "config.json", _raise_exceptions_for_missing_entries=False)
+    return None if path is None else json.loads(Path(path).read_text(encoding="utf-8")).get("languages")
+
+
+def resolve_direction(
+    model: str | Path, languages: list[str], source_lang: str | None, target_lang: str | None
+) -> tuple[str, str] | None:
+    """The direction asked of a multilingual model of `languages`: None if neither language is given (it is chosen
+    with each translation), else both, checked. LanguageMismatchError naming the model's languages otherwise."""
+    if source_lang is None and target_lang is None:
+        return None
+    choices = f"{model} translates between any two of {', '.join(languages)}"
+    if source_lang is None or target_lang is None:
+        raise LanguageMismatchError(f"{choices}: give both the source and the target language")
+    unknown = [code for code in (source_lang, target_lang) if code not in languages]
+    if unknown or source_lang == target_lang:
+        raise LanguageMismatchError(f"{choices}, not {source_lang}-{target_lang}")
+    return source_lang, target_lang
+
+
 def recorded_languages(model: str | Path) -> tuple[str, str] | None:
     """The source and target language that `vanilla-train` recorded for `model`, or None (a converted model, or
     one trained elsewhere)."""
@@ -48,8 +72,11 @@ def resolve_languages(
     model: str | Path, source_lang: str | None = None, target_lang: str | None = None
 ) -> tuple[str, str] | None:
     """The model's languages: the recorded ones, checked against `source_lang` and `target_lang` where given; or,
-    for a model that records none, the given ones (both needed), or None if neither is given.
-    LanguageMismatchError naming both pairs where they differ."""
+    for a model that records none, the given ones (both needed), or None if neither is given; for a multilingual
+    model, see `resolve_direction`. LanguageMismatchError naming both pairs where they differ."""
+    languages = model_languages(model)
+    if languages is not None:
+        return resolve_direction(model, languages, source_lang, target_lang)
     recorded = recorded_languages(model)
     if recorded is None:
         if source_lang is None and target_lang is None:
@@ -68,12 +95,40 @@ def resolve_languages(
 
 @dataclasses.dataclass
 class Translator:
-    """A model with its tokenizer, where it was loaded from, and the languages it translates (None: unknown)."""
+    """A model with its tokenizer, where it was loaded from, and the languages it translates (None: unknown, or,
+    for a multilingual model, no direction chosen at loading); `all_languages` are a multilingual model's."""
 
     model: PreTrainedModel
     tokenizer: PreTrainedTokenizerBase
     folder: str
     languages: tuple[str, str] | None
+    all_languages: tuple[str, ...] = ()
+
+    @property
+    def directions(self) -> list[tuple[str, str]]:
+        """Every (source, target) the model translates: any two of a multilingual model's languages, else its own
+        pair (none where unknown)."""
+        if self.all_languages:
+            return [(a, b) for a in self.all_languages for b in self.all_languages if a != b]
+        return [] if self.languages is None else [self.languages]
+
+    def target_options(self, target_lang: str | None = None) -> dict[str, int]:
+        """The generation options that choose the target language: for a multilingual model the `forced_bos_token_id`
+        of `target_lang` (default: the target chosen at loading), none for a model of one direction (whose target,
+        if given, must be its own). LanguageMismatchError naming the choices otherwise."""
+        target = target_lang or (self.languages[1] if self.languages else None)
+        if not self.all_languages:
+            if target_lang is not None and self.languages is not None and target_lang != self.languages[1]:
+                raise LanguageMismatchError(
+                    f"{self.folder} translates {'-'.join(self.languages)}, not into {target_lang}"
+                )
+            return {}
+        if target not in self.all_languages:
+            raise LanguageMismatchError(
+                f"{self.folder} translates into any of {', '.join(self.all_languages)}: choose the target language"
+                + ("" if target is None else f" ({target!r} is not one of them)")
+            )
+        return {"forced_bos_token_id": self.tokenizer.get_lang_id(target)}
 
     @property
     def max_length(self) -> int:
@@ -99,13 +154,15 @@ class Translator:
                 f"model_max_length), {shown}{', ...' if len(too_long) > 10 else ''}; split them"
             )
 
-    def translate(self, sentences: list[str], **options) -> list[str]:
-        """The translation of every sentence, in order (`translate`, whose keyword `options` these are);
-        a blank sentence (empty or whitespace) translates to "" without the model."""
+    def translate(self, sentences: list[str], target_lang: str | None = None, **options) -> list[str]:
+        """The translation of every sentence, in order (`translate`, whose keyword `options` these are), into
+        `target_lang` (see `target_options`); a blank sentence (empty or whitespace) translates to "" without the
+        model."""
+        target = self.target_options(target_lang)
         nonblank = [index for index, sentence in enumerate(sentences) if sentence.strip()]
         translations = [""] * len(sentences)
         if nonblank:
-            texts = translate(self.model, self.tokenizer, [sentences[i] for i in nonblank], **options)
+            texts = translate(self.model, self.tokenizer, [sentences[i] for i in nonblank], **target, **options)
             for index, text in zip(nonblank, texts, strict=True):
                 translations[index] = text
         return translations
@@ -113,7 +170,8 @@ class Translator:
 
 def load_translator(model: str | Path, source_lang: str | None = None, target_lang: str | None = None) -> Translator:
     """The model and tokenizer of `model` (a run folder, a model folder or a Hub id), in evaluation mode and on the
-    accelerator if there is one, with its languages (see `resolve_languages`; checked before the weights are read).
+    accelerator if there is one, with its languages (see `resolve_languages`; checked before the weights are read)
+    and, for a multilingual model, all of them.
     Only this package's code and transformers' run: a folder that needs other code is refused by transformers;
     FileNotFoundError naming a local folder that holds no model."""
     folder = model_folder(model)
@@ -124,9 +182,12 @@ def load_translator(model: str | Path, source_lang: str | None = None, target_la
     languages = resolve_languages(model, source_lang, target_lang)
     network = AutoModelForSeq2SeqLM.from_pretrained(folder, trust_remote_code=False).eval()
     tokenizer = AutoTokenizer.from_pretrained(folder, trust_remote_code=False)
+    all_languages = tuple(getattr(network.config, "languages", None) or ())
+    if all_languages and tuple(getattr(tokenizer, "languages", ())) != all_languages:
+        raise ValueError(f"{folder}: the config's languages {list(all_languages)} are not the tokenizer's")
     if torch.accelerator.is_available():
         network.to(torch.accelerator.current_accelerator())
-    return Translator(network, tokenizer, folder, languages)
+    return Translator(network, tokenizer, folder, languages, all_languages)
 
 
 @torch.no_grad()

@@ -18,6 +18,10 @@ boundary nearest its middle, and the line's translation is its sentences' transl
 spacing between them (a whitespace-only line stays as it is).
 
     vanilla-translate runs/demo --paragraphs --input chapter.en --output chapter.de
+
+A multilingual model (one that records several languages) translates between any two of them: give the direction.
+
+    vanilla-translate runs/multilingual --source-lang ko --target-lang ar --input verses.ko
 """
 
 import argparse
@@ -25,7 +29,14 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from ..translator import RESULTS, LanguageMismatchError, load_translator, model_folder, recorded_languages
+from ..translator import (
+    RESULTS,
+    LanguageMismatchError,
+    load_translator,
+    model_folder,
+    model_languages,
+    recorded_languages,
+)
 from .common import add_model_arguments, decoding_options, read_lines
 
 
@@ -53,10 +64,12 @@ def main(argv: list[str] | None = None) -> None:
         "--source-lang",
         metavar="LANG",
         help="check that MODEL translates from this language (the one its training recorded); a model that "
-        "records none is refused",
+        "records none is refused; a multilingual MODEL needs it, with --target-lang: the direction to translate",
     )
     parser.add_argument(
-        "--target-lang", metavar="LANG", help="check that MODEL translates into this language, likewise"
+        "--target-lang",
+        metavar="LANG",
+        help="check that MODEL translates into this language, likewise; a multilingual MODEL translates into it",
     )
     parser.add_argument(
         "--paragraphs",
@@ -69,7 +82,8 @@ def main(argv: list[str] | None = None) -> None:
     translate_paragraphs = paragraph_translator() if args.paragraphs else None  # before the model loads
     if args.input is not None and not args.input.is_file():
         parser.error(f"--input {args.input}: no such file")
-    if (args.source_lang or args.target_lang) and recorded_languages(args.model) is None:
+    given = args.source_lang or args.target_lang
+    if given and model_languages(args.model) is None and recorded_languages(args.model) is None:
         parser.error(
             f"--source-lang/--target-lang: {model_folder(args.model)} records no languages (no {RESULTS}, as for a "
             "converted model); leave them out"
@@ -78,6 +92,11 @@ def main(argv: list[str] | None = None) -> None:
         translator = load_translator(args.model, args.source_lang, args.target_lang)
     except LanguageMismatchError as error:
         parser.error(str(error))
+    if translator.all_languages and translator.languages is None:
+        parser.error(
+            f"{translator.folder} translates between any two of {', '.join(translator.all_languages)}: give the "
+            "direction with --source-lang and --target-lang"
+        )
     name = str(args.input or "standard input")
     try:
         if args.input is None:
