@@ -6,4 +6,4 @@ cd "$(dirname "$0")/.."
 python3 -m venv .venv
 .venv/bin/python -m pip install --quiet --upgrade pip
 .venv/bin/python -m pip install --quiet torch==2.13.0
-.venv/bin/python -m pip install --quiet -e ".[train,dev,ct2,serve]"
+.venv/bin/python -m pip install --quiet -e ".[train,dev,ct2,serve,argos]"
