@@ -27,6 +27,12 @@ is transformers' (log-probability / length^alpha) and its beam search stops, lik
 probabilities and `generate` does not, so greedy outputs agree but beam scores, and sometimes beams, differ.
 `forced_eos_token_id` has no counterpart (at the length limit `generate` ends with eos, CTranslate2 does not).
 
+A multilingual model (`config.languages`): its language tokens (`__de__`, ...) are tokens of the vocabulary like any
+other, so the export keeps them at their ids. What `generate(..., forced_bos_token_id=<id of "__fr__">)` does is
+`translate_batch(..., target_prefix=[["__fr__"]] * len(sources))`: each hypothesis starts with the language token
+(dropped by `tokenizer.decode(..., skip_special_tokens=True)`), and `max_decoding_length` counts it as
+`max_new_tokens` does (measured with 4.8.5: the same tokens at the limit, greedy and beam 4).
+
 Usage: `python -m modeling_vanilla.export_ctranslate2 MODEL_FOLDER CT2_FOLDER --quantization int8`.
 """
 
