@@ -18,7 +18,7 @@ from fastapi.staticfiles import StaticFiles
 from fastapi_offline import FastAPIOffline
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from . import routes
+from . import extra_routes, routes
 from .backends import Backend
 from .metrics import Measure
 from .parsing import ApiError
@@ -68,5 +68,6 @@ def create_app(
     app.add_exception_handler(StarletteHTTPException, http_error)
     app.add_exception_handler(Exception, unexpected_error)
     app.include_router(routes.router)
+    app.include_router(extra_routes.router)
     app.mount("/static", StaticFiles(directory=str(routes.STATIC)), name="static")
     return app

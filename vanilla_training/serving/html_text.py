@@ -159,6 +159,11 @@ def _place(fraction: float, translation: str, kind: str, after: int) -> int:
 def render_block(block: Block, pieces: list[Piece], translations: list[str]) -> str:
     """The block's HTML with its sentences (the pieces of `block.text` to translate) replaced by `translations`,
     its text escaped and its inline tags placed (see the module's docstring)."""
+    return _insert_tags(*place_tags(block, pieces, translations))
+
+
+def place_tags(block: Block, pieces: list[Piece], translations: list[str]) -> tuple[str, tuple[Tag, ...], list[int]]:
+    """(the block's text with its sentences replaced by `translations`, its tags, where each tag goes in it)."""
     if len(translations) != sum(piece.translate for piece in pieces):
         raise ValueError(f"{len(translations)} translations for {sum(p.translate for p in pieces)} sentences")
     replacements = iter(translations)
@@ -183,7 +188,7 @@ def render_block(block: Block, pieces: list[Piece], translations: list[str]) -> 
             pending = next(tags, None)
         text.append(output)
         source_start, target_start = source_end, target_start + len(output)
-    return _insert_tags("".join(text), block.tags, positions)
+    return "".join(text), block.tags, positions
 
 
 def _insert_tags(text: str, tags: tuple[Tag, ...], positions: list[int]) -> str:

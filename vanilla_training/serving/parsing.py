@@ -92,17 +92,6 @@ async def read_fields(request: Request, limit: int) -> tuple[dict[str, Any], boo
     return fields, False
 
 
-def check_api_key(fields: dict[str, Any], settings: ServeSettings) -> None:
-    """LibreTranslate's check where keys are required: none given is 400, a wrong one 403."""
-    if not settings.api_keys:
-        return
-    key = fields.get("api_key")
-    if not key:
-        raise ApiError(400, "Please contact the server operator to get an API key")
-    if not isinstance(key, str) or key not in settings.api_keys:
-        raise ApiError(403, "Invalid API key")
-
-
 def texts_of(fields: dict[str, Any]) -> str | list[str]:
     """The field `q`: a text or a list of texts; ApiError 400 if it is missing or something else."""
     q = fields.get("q")
@@ -138,8 +127,7 @@ def check_limits(texts: list[str], is_list: bool, settings: ServeSettings) -> No
 
 
 def parse_translate(fields: dict[str, Any], is_json: bool, settings: ServeSettings, codes: list[str]) -> TranslateCall:
-    """The fields of POST /translate checked (key, fields, limits, languages among `codes`, format)."""
-    check_api_key(fields, settings)
+    """The fields of POST /translate checked (fields, limits, languages among `codes`, format)."""
     for name in ("q", "source", "target"):
         if not fields.get(name):
             raise ApiError(400, f"Invalid request: missing {name} parameter")
@@ -160,7 +148,6 @@ def parse_translate(fields: dict[str, Any], is_json: bool, settings: ServeSettin
 
 
 def parse_detect(fields: dict[str, Any], settings: ServeSettings) -> str:
-    """The text of POST /detect (a list's texts joined by line breaks), key checked."""
-    check_api_key(fields, settings)
+    """The text of POST /detect (a list's texts joined by line breaks)."""
     q = texts_of(fields)
     return q if isinstance(q, str) else "\n".join(q)

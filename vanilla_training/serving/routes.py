@@ -9,6 +9,7 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import HTMLResponse, JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST
 
+from .access import check_metrics_token
 from .parsing import parse_detect, parse_translate, read_fields
 from .schema import ERRORS, DetectedLanguage, DetectRequest, Language, TranslateRequest, TranslateResponse, body_schema
 from .service import Service
@@ -34,6 +35,7 @@ router = APIRouter()
 )
 async def translate(request: Request, served: Served):
     fields, is_json = await read_fields(request, served.settings.max_body_bytes)
+    served.access.check_request(request, fields)
     call = parse_translate(fields, is_json, served.settings, served.codes)
     best, others, detected = await served.translate(call, request.is_disconnected)
     result: dict[str, Any] = {"translatedText": best if call.is_list else best[0]}
@@ -53,6 +55,7 @@ async def translate(request: Request, served: Served):
 )
 async def detect(request: Request, served: Served):
     fields, _ = await read_fields(request, served.settings.max_body_bytes)
+    served.access.check_request(request, fields)
     return JSONResponse(served.detector.detect(parse_detect(fields, served.settings)))
 
 
@@ -67,7 +70,8 @@ async def health():
 
 
 @router.get("/metrics", summary="Prometheus metrics", response_class=Response)
-async def metrics(served: Served):
+async def metrics(request: Request, served: Served):
+    check_metrics_token(request.headers.get("authorization"), served.settings.metrics_auth_token)
     return Response(served.metrics.exposition(), media_type=CONTENT_TYPE_LATEST)
 
 

@@ -8,10 +8,12 @@ from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 
 from ..corpus import LANGUAGE_NAMES
+from .access import Access
 from .backends import Backend
 from .batcher import Batcher, QueueFull, batcher_for
 from .detect import Detector
 from .documents import layout, layout_sentences, translated_versions
+from .files import FileStore
 from .metrics import Metrics
 from .parsing import ApiError, TranslateCall
 from .settings import ServeSettings
@@ -53,6 +55,8 @@ class Service:
         self.sources = {source for source, _ in self.pairs}
         self.detector = Detector(self.codes)
         self.metrics = Metrics()
+        self.access = Access(settings)  # API keys and rate limits
+        self.files = FileStore()  # translated files for /download_file
         self.executors: list[ThreadPoolExecutor] = []
 
     def start(self, model_thread: ThreadPoolExecutor) -> None:

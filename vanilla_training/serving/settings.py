@@ -48,7 +48,20 @@ def key_file(text: str) -> frozenset[str]:
     keys = frozenset(line for line in lines if line and not line.startswith("#"))
     if not keys:
         raise argparse.ArgumentTypeError(f"{text}: the file holds no key")
+    for line in keys:
+        try:
+            key_and_limit(line)
+        except ValueError as error:
+            raise argparse.ArgumentTypeError(f"{text}: {error}") from None
     return keys
+
+
+def key_and_limit(line: str) -> tuple[str, int]:
+    """A line of the --api-keys file, `KEY` or `KEY N`, as the key and its requests a minute (-1: no limit)."""
+    key, *limit = line.split()
+    if len(limit) > 1 or (limit and not limit[0].isdigit()):
+        raise ValueError(f"a key's line is `KEY` or `KEY REQUESTS_A_MINUTE`, not {line!r}")
+    return key, int(limit[0]) if limit else -1
 
 
 def option(
@@ -95,13 +108,42 @@ class ServeSettings:
     )
     beams: int | None = option("beam size", None, type=positive, metavar="N", shown="the model's own")
     api_keys: frozenset[str] = option(
-        "require an API key: FILE holds the accepted keys, one a line",
+        "API keys, FILE holding one a line: `KEY`, or `KEY N` for a key with its own limit of N requests a minute "
+        "(a bare key has none). As in LibreTranslate a key is optional and raises its client's limit; it is needed "
+        "only with --require-api-key-origin or --under-attack; a wrong key gets 403",
         frozenset(),
         type=key_file,
         metavar="FILE",
-        shown="none needed",
+        shown="no keys",
     )
-    char_limit: int = option("characters per text (-1: no limit)", 5000, type=limit, metavar="N")
+    req_limit: int = option(
+        "requests a minute to /translate, /detect and /translate_file from one client without a key, by IP address, "
+        "in a moving window; one over it gets 429 with Retry-After (-1: no limit)",
+        -1,
+        type=limit,
+        metavar="N",
+    )
+    require_api_key_origin: str = option(
+        "with --api-keys: a request needs a key unless its Origin header matches this regular expression (your "
+        "own web page's origin)",
+        "",
+        metavar="REGEX",
+        shown="none",
+    )
+    under_attack: bool = option(
+        "with --api-keys: every request to /translate, /detect, /translate_file needs a key", False
+    )
+    suggestions: bool = option(
+        "accept POST /suggest (logged as JSON on the vanilla_training.suggestions logger)", False
+    )
+    disable_files_translation: bool = option("refuse /translate_file and /download_file", False)
+    metrics_auth_token: str = option(
+        "/metrics answers only requests carrying `Authorization: Bearer TOKEN` (401 otherwise)",
+        "",
+        metavar="TOKEN",
+        shown="none: /metrics is open",
+    )
+    char_limit: int = option("characters per request, all texts together (-1: no limit)", 5000, type=limit, metavar="N")
     batch_limit: int = option("texts per request when q is a list (-1: no limit)", 100, type=limit, metavar="N")
     sentence_limit: int = option("sentences per request, all texts together", 500, type=positive, metavar="N")
     alternatives_limit: int = option(
@@ -147,6 +189,8 @@ def add_options(parser: argparse.ArgumentParser) -> None:
         default = getattr(defaults, field.name)
         shown = meta["shown"] or (f"{default:,}" if isinstance(default, int) and default > 9999 else default)
         extra = {key: meta[key] for key in ("type", "metavar", "choices") if meta[key] is not None}
+        if isinstance(default, bool):  # a flag: given, it is True
+            extra = {"action": "store_true"}
         parser.add_argument(
             option_name(field), dest=field.name, default=default, help=f"{meta['help']} (default: {shown})", **extra
         )

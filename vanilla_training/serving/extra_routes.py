@@ -1,0 +1,121 @@
+"""The rest of LibreTranslate's API, in its shapes: `/frontend/settings` (what LibreTranslate's web page and the
+PHP and Kotlin clients read first), `/translate_file` and `/download_file` (documents, `files`), `/suggest` (403
+unless `--suggestions`), `/spec` (the OpenAPI document)."""
+
+import json
+import logging
+import mimetypes
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse, Response
+from starlette.datastructures import UploadFile
+
+from .files import FORMATS, DocumentError, read_document
+from .parsing import ApiError, TranslateCall, read_body, read_fields
+from .routes import Served
+from .service import language_name
+
+SUGGESTIONS = logging.getLogger("vanilla_training.suggestions")
+FRONTEND_TIMEOUT_MS = 500  # LibreTranslate's default: how long its page waits after typing before translating
+router = APIRouter()
+
+
+@router.get("/frontend/settings", summary="What the web page needs to know of the server (LibreTranslate's fields)")
+async def frontend_settings(served: Served):
+    settings, files_on = served.settings, not served.settings.disable_files_translation
+    target = sorted(target for _, target in served.pairs)[0]
+    return {
+        "charLimit": settings.char_limit,
+        "frontendTimeout": FRONTEND_TIMEOUT_MS,
+        "apiKeys": bool(served.access.keys),
+        "keyRequired": served.access.key_required,
+        "suggestions": settings.suggestions,
+        "filesTranslation": files_on,
+        "supportedFilesFormat": list(FORMATS) if files_on else [],
+        "language": {
+            "source": {"code": "auto", "name": "Auto Detect"},
+            "target": {"code": target, "name": language_name(target)},
+        },
+    }
+
+
+async def file_fields(request: Request, limit: int) -> tuple[dict[str, Any], UploadFile]:
+    """The form fields and the uploaded `file` of a multipart request; ApiError 413 over `limit` bytes, 400 for a
+    body that is not a form or a form without a file."""
+    request._body = await read_body(request, limit)  # read once, within the limit: the form parser reads it here
+    try:
+        form = await request.form()
+    except Exception as error:  # not a form, or a malformed multipart body
+        raise ApiError(400, f"Invalid request: the form cannot be read ({error})") from None
+    upload = form.get("file")
+    if not isinstance(upload, UploadFile):
+        raise ApiError(400, "Invalid request: missing file parameter")
+    return {name: value for name, value in form.multi_items() if isinstance(value, str)}, upload
+
+
+def file_call(fields: dict[str, Any], texts: list[str], text_format: str, served: Served) -> TranslateCall:
+    """A file's translation as a `TranslateCall`: its languages checked, and its characters, all texts together,
+    against `--char-limit`."""
+    source, target = fields.get("source"), fields.get("target")
+    for name, value in (("source", source), ("target", target)):
+        if not value:
+            raise ApiError(400, f"Invalid request: missing {name} parameter")
+    if source != "auto" and source not in served.codes:
+        raise ApiError(400, f"{source} is not supported")
+    if target not in served.codes:
+        raise ApiError(400, f"{target} is not supported")
+    characters, limit = sum(len(text) for text in texts), served.settings.char_limit
+    if limit != -1 and characters > limit:
+        raise ApiError(400, f"Invalid request: the file's text ({characters:,}) exceeds text limit ({limit:,})")
+    return TranslateCall(texts, True, source, target, text_format, 0)
+
+
+@router.post("/translate_file", summary="Translate a file (.txt, .html, .docx, .odt): answers its download URL")
+async def translate_file(request: Request, served: Served):
+    if served.settings.disable_files_translation:
+        raise ApiError(403, "Files translation are disabled on this server.")
+    fields, upload = await file_fields(request, served.settings.max_body_bytes)
+    served.access.check_request(request, fields)
+    if not upload.filename:
+        raise ApiError(400, "Invalid request: empty file")
+    try:
+        document = read_document(upload.filename, await upload.read())
+    except DocumentError as error:
+        raise ApiError(400, f"Invalid request: {error}") from None
+    call = file_call(fields, document.texts, document.text_format, served)
+    translations = (await served.translate(call, request.is_disconnected))[0] if document.texts else []
+    stored = served.files.put(upload.filename, document.write(translations))
+    return {"translatedFileUrl": str(request.url_for("download_file", filename=stored))}
+
+
+@router.get("/download_file/{filename}", summary="Download a translated file (kept 30 minutes)")
+async def download_file(filename: str, served: Served):
+    if served.settings.disable_files_translation:
+        raise ApiError(400, "Files translation are disabled on this server.")
+    try:
+        name, data = served.files.get(filename)
+    except ValueError:
+        raise ApiError(400, "Invalid filename") from None
+    except KeyError:
+        raise ApiError(404, "No such file: translated files are kept for 30 minutes") from None
+    media_type = mimetypes.guess_type(name)[0] or "application/octet-stream"
+    return Response(data, media_type=media_type, headers={"Content-Disposition": f'attachment; filename="{name}"'})
+
+
+@router.post("/suggest", summary="Suggest a better translation (403 unless the server accepts suggestions)")
+async def suggest(request: Request, served: Served):
+    if not served.settings.suggestions:
+        raise ApiError(403, "Suggestions are disabled on this server.")
+    fields, _ = await read_fields(request, served.settings.max_body_bytes)
+    for name in ("q", "s", "source", "target"):
+        if not isinstance(fields.get(name), str) or not fields[name]:
+            raise ApiError(400, f"Invalid request: missing {name} parameter")
+    suggestion = {name: fields[name] for name in ("q", "s", "source", "target")}
+    SUGGESTIONS.info(json.dumps(suggestion, ensure_ascii=False))
+    return {"success": True}
+
+
+@router.get("/spec", summary="This API's OpenAPI document")
+async def spec(request: Request):
+    return JSONResponse(request.app.openapi())
