@@ -17,7 +17,6 @@ import re
 import secrets
 import tempfile
 import time
-import zipfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -59,11 +58,12 @@ def read_document(filename: str, data: bytes) -> Document:
             text = data.decode("utf-8-sig")
         except UnicodeDecodeError as error:
             raise DocumentError(f"the file is not UTF-8 text ({error.reason} at byte {error.start})") from None
-        return Document([text], suffix[1:], lambda translations: translations[0].encode("utf-8"))
+        text_format = "html" if suffix == ".html" else "text"
+        return Document([text], text_format, lambda translations: translations[0].encode("utf-8"))
     try:
         return _read_docx(data) if suffix == ".docx" else _read_odt(data)
-    except (zipfile.BadZipFile, KeyError, ValueError) as error:
-        raise DocumentError(f"the file cannot be read as {suffix}: {error}") from None
+    except Exception as error:  # python-docx and odfdo raise many kinds for a file they cannot read
+        raise DocumentError(f"the file cannot be read as {suffix}: {type(error).__name__}: {error}") from None
 
 
 def share_out(parts: list[str], translation: str) -> list[str]:

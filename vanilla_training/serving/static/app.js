@@ -1,4 +1,5 @@
-// The web page: fills the language pickers from /languages and translates through /translate.
+// The web page: fills the language pickers from /languages and translates through /translate, with the API key
+// typed in (kept in the browser's localStorage, as LibreTranslate's page keeps it).
 "use strict";
 
 const form = document.getElementById("translate-form");
@@ -9,6 +10,7 @@ const result = document.getElementById("result");
 const error = document.getElementById("error");
 const alternativesTitle = document.getElementById("alternatives-title");
 const alternativesList = document.getElementById("alternatives-list");
+const apiKey = document.getElementById("api-key");
 let languages = [];
 
 function option(code, name) {
@@ -53,6 +55,7 @@ async function translate(event) {
     format: "text",
     alternatives: Number(document.getElementById("alternatives").value) || 0,
   };
+  if (apiKey.value) body.api_key = apiKey.value;
   try {
     const response = await fetch("/translate", {
       method: "POST",
@@ -80,6 +83,8 @@ async function translate(event) {
 }
 
 source.addEventListener("change", fillTargets);
+apiKey.value = localStorage.getItem("api_key") || "";
+apiKey.addEventListener("change", () => localStorage.setItem("api_key", apiKey.value));
 form.addEventListener("submit", translate);
 text.addEventListener("keydown", (event) => {
   if (event.key === "Enter" && (event.ctrlKey || event.metaKey)) form.requestSubmit();
