@@ -145,6 +145,12 @@ def export_argos(model: str | Path, destination: str | Path, quantization: str =
     if destination.exists():
         raise FileExistsError(f"{destination} exists; remove it or choose another name")
     folder = local_folder(model)
+    multilingual = json.loads((folder / "config.json").read_text(encoding="utf-8")).get("languages")
+    if multilingual:
+        raise ValueError(
+            f"{model} is a multilingual model ({', '.join(multilingual)}): packages of one direction each, with the "
+            "target-language token as argos's target_prefix, are not written yet"
+        )
     languages = recorded_languages(folder)
     if languages is None:
         raise ValueError(

@@ -187,11 +187,16 @@ def test_bad_arguments_are_named(run: Path, tmp_path: Path, capsys: pytest.Captu
     folder_without_languages = tmp_path / "bare"
     shutil.copytree(run / "final", folder_without_languages)
     (folder_without_languages / "training_results.json").unlink()
+    multilingual = tmp_path / "multilingual"
+    shutil.copytree(run / "final", multilingual)
+    config = json.loads((multilingual / "config.json").read_text())
+    (multilingual / "config.json").write_text(json.dumps({**config, "languages": ["en", "de", "fr"]}))
     cases = [
         ([str(run), str(tmp_path / "x.zip")], "must end in .argosmodel"),
         ([str(run), str(tmp_path / "taken.argosmodel")], "exists"),
         ([str(folder_without_languages), str(tmp_path / "y.argosmodel")], "records no languages"),
         ([str(tmp_path / "nowhere"), str(tmp_path / "z.argosmodel")], "does not exist"),
+        ([str(multilingual), str(tmp_path / "m.argosmodel")], "a multilingual model (en, de, fr)"),
     ]
     for argv, message in cases:
         with pytest.raises(SystemExit):
