@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from modeling_vanilla import paper_generation_config, sinusoidal_positional_encoding
-from vanilla_training.attention import attention_maps, plot_attention, record_attention
+from vanilla_training.attention_heatmaps import attention_maps, plot_attention, record_attention
 from vanilla_training.cli.show_attention import main
 from vanilla_training.tokenizer import train_joint_bpe
 

@@ -5,13 +5,13 @@
 
 MODEL is what `vanilla-translate` takes (a run folder, a model folder or a Hub id). Six PNG heatmaps, tokens on the
 axes: cross-attention (the alignment), encoder self-attention and decoder self-attention, each with the heads
-averaged (one panel per layer) and per head (`vanilla_training.attention`).
+averaged (one panel per layer) and per head (`vanilla_training.attention_heatmaps`).
 """
 
 import argparse
 from pathlib import Path
 
-from ..attention import EAGER_NOTE, attention_maps, write_attention_pictures
+from ..attention_heatmaps import EAGER_NOTE, attention_maps, write_attention_pictures
 from ..translator import load_translator
 
 
