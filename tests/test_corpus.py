@@ -261,8 +261,12 @@ def test_build_is_cached_per_recipe_version(tmp_path: Path, db_path: Path) -> No
         ("ende", r"'ende' is not of the form SRC-TGT"),
         ("en-", r"not of the form SRC-TGT"),
         ("de-de", r"translates German into itself"),
-        ("en-zh", r"refused: the corpus has no free version of Chinese \(Chinese New Version .*in copyright\)"),
+        (
+            "en-zh",
+            r"refused: the corpus has no free version of Chinese \(Chinese New Version .*in copyright \(Worldwide",
+        ),
         ("pt-en", r"refused: the corpus has no free version of Portuguese"),
+        ("en-uk", r"no free version of Ukrainian \(Ohienko 1962 \(8\): in copyright .*died in 1972"),
     ],
 )
 def test_unusable_pair(tmp_path: Path, db_path: Path, pair: str, message: str) -> None:
@@ -279,6 +283,51 @@ def test_versions_registry() -> None:
     assert [corpus.free_versions(code)[0] for code in ("en", "de", "fr")] == ["4", "e", "l"]
     assert corpus.free_versions("en") == ["4", "k", "3"]
     assert "en-de" in corpus.PAIRS and "de-en" in corpus.PAIRS and "en-zh" not in corpus.PAIRS
+
+
+@pytest.mark.parametrize("pair", ["en-zh", "uk-en", "en-xx"])
+def test_a_refused_language_points_to_training_on_ones_own_pairs(pair: str) -> None:
+    source, target = pair.split("-")
+    with pytest.raises(ValueError) as error:
+        corpus.parse_pair(pair)
+    assert (
+        f"--train-file train.jsonl --validation-file validation.jsonl --source-lang {source} --target-lang {target}"
+        in (str(error.value))
+    )
+    assert "--dataset-name" in str(error.value)
+
+
+def test_every_version_has_one_licence_record_that_says_where_and_why() -> None:
+    """Free means public domain or an open licence somewhere named, with a page to check; each open licence names
+    its licensor; the texts the licence review settled say what it found."""
+    for version in corpus.VERSIONS.values():
+        licence = version.licence
+        assert licence.terms in (corpus.PUBLIC_DOMAIN, corpus.CC_BY_SA, corpus.IN_COPYRIGHT), version
+        assert version.free == (licence.terms != corpus.IN_COPYRIGHT), version
+        if version.free:
+            assert licence.where and licence.source.startswith("https://"), version
+        if licence.terms == corpus.CC_BY_SA:
+            assert licence.licensor and licence.hub_id == "cc-by-sa-4.0", version
+    statuses = {bb: corpus.VERSIONS[bb].status for bb in ("3", "n", "i", "8", "5", "e", "7")}
+    assert statuses["3"].startswith("public domain in the US; disputed")
+    assert (
+        statuses["n"].startswith("public domain in Korea, its country of origin, since 2012") and "US" in statuses["n"]
+    )
+    assert statuses["i"] == "CC BY-SA 4.0 worldwide, licensed by Bridge Connectivity Solutions Pvt. Ltd."
+    assert not corpus.VERSIONS["8"].free and statuses["8"].startswith("in copyright")
+    assert "unsettled" in statuses["5"] and "labels it 1932" in statuses["e"] and "not by age" in statuses["7"]
+    assert [code for code in corpus.LANGUAGE_NAMES if not corpus.free_versions(code)] == [
+        *("pt", "uk", "pl", "ro", "tr", "bn", "zh", "ja", "sw", "id")
+    ]
+
+
+def test_the_data_notice_carries_the_licence_table_of_the_code() -> None:
+    """DATA_NOTICE.md's table is `licence_table()` of the records, character for character."""
+    notice = (Path(corpus.__file__).parent / "DATA_NOTICE.md").read_text(encoding="utf-8")
+    start, end = "<!-- licence table: corpus.licence_table() -->\n", "\n<!-- end of licence table -->"
+    table = notice[notice.index(start) + len(start) : notice.index(end)]
+    assert table == corpus.licence_table(), "DATA_NOTICE.md's table differs from corpus.licence_table(): paste it"
+    assert "| `8` | uk | Ohienko | 1962 | no | in copyright |" in table
 
 
 def test_load_corpus(tmp_path: Path, db_path: Path) -> None:
@@ -298,11 +347,25 @@ def test_cli(tmp_path: Path, db_path: Path, capsys: pytest.CaptureFixture[str]) 
     assert "en-de (one): train 10, validation 2, test 2" in capsys.readouterr().out
     corpus_cli.main(["--list-pairs"])
     listing = capsys.readouterr().out
-    assert "zh  Chinese  (refused: no free version)" in listing
-    assert "    k  King James Version 1611/1769: public domain (Crown rights in the UK), used" in listing
+    assert (
+        "zh  Chinese  (refused: no free version)" in listing and "uk  Ukrainian  (refused: no free version)" in listing
+    )
+    assert "    k  King James Version 1611/1769 (used): public domain worldwide except the UK; in the UK" in listing
+    assert "    3  Bible in Basic English 1949/1964 (used): public domain in the US; disputed: " in listing
+    assert (
+        "    i  Hindi Indian Revised Version 2017 (used): CC BY-SA 4.0 worldwide, licensed by Bridge Connectivity"
+        in (listing)
+    )
+    assert "\n       https://ebible.org/find/details.php?id=hin2017\n" in listing
     with pytest.raises(SystemExit):
         corpus_cli.main(["--pair", "ja-ko", "--out", str(tmp_path)])
     assert "no free version of Japanese" in capsys.readouterr().err
+    with pytest.raises(SystemExit):  # German has one free version: nothing to mix in (a traceback before)
+        corpus_cli.main(["--pair", "de-en", "--versions", "mixed", "--out", str(tmp_path)])
+    assert "--versions: versions='mixed' adds the source's second free version, and de has only one" in (
+        capsys.readouterr().err
+    )
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["en-de", "synthetic.db"]  # nothing built
 
 
 def test_default_data_dir(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

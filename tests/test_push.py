@@ -12,6 +12,7 @@ import sys
 import tempfile
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
 import torch
@@ -239,6 +240,59 @@ def test_the_built_in_corpus_is_described_with_its_provenance_and_licence(final,
         assert fact in card, fact
 
 
+def built_in_card(final: Path, folder: Path, pair: str, versions: str, **test: Any) -> str:
+    """The card of `final` as if it had trained on the built-in `pair` with `versions` (and had the test scores
+    `test` beside its own)."""
+    for name in ("config.json", "tokenizer_config.json"):
+        shutil.copy(final / name, folder / name)
+    results = json.loads((final / "training_results.json").read_text())
+    source, target = pair.split("-")
+    results["languages"] = {"source": source, "target": target}
+    results["data"].update(corpus="built-in", pair=pair, versions=versions)
+    del results["data"]["files"]
+    results["test"].update(test)
+    (folder / "training_results.json").write_text(json.dumps(results))
+    return render_card(folder, model_id=REPO)
+
+
+def test_a_card_carries_the_licences_of_the_texts_it_was_trained_and_scored_on(final, tmp_path):
+    """A model trained on a CC BY-SA text is CC BY-SA, crediting it; on public-domain text only, Apache-2.0 and
+    which texts are public domain where; a CC BY-SA text only scored against is named as such."""
+    hindi = built_in_card(final, tmp_path, "en-hi", "mixed")
+    assert ModelCard(hindi).data.license == "cc-by-sa-4.0"
+    licence = hindi.split("## Licence\n")[1]
+    assert "Hindi Indian Revised Version 2017, licensed by Bridge Connectivity Solutions Pvt. Ltd. under CC BY-SA" in (
+        licence
+    )
+    assert "https://ebible.org/find/details.php?id=hin2017" in licence and "ShareAlike" in licence
+    assert "King James Version 1611/1769, public domain worldwide except the UK" in licence  # mixed: the KJV too
+    assert "Hindi Indian Revised Version 2017 (CC BY-SA 4.0 worldwide)" in hindi  # the data paragraph
+
+    german = built_in_card(final, tmp_path, "de-en", "one")
+    assert ModelCard(german).data.license == "apache-2.0"
+    licence = german.split("## Licence\n")[1]
+    assert (
+        "Elberfelder 1905, public domain worldwide" in licence and "World English Bible 2000, public domain" in licence
+    )
+    assert "CC BY-SA" not in licence and "King James" not in licence  # one version a side: not trained on the KJV
+
+    scores = {"bleu": 1.0, "signature": "nrefs:2", "chrf": 2.0, "chrf_signature": "nrefs:2"}
+    scored = built_in_card(final, tmp_path, "en-tl", "one", multi_reference={"references": ["f", "g"], **scores})
+    licence = scored.split("## Licence\n")[1]
+    assert ModelCard(scored).data.license == "apache-2.0"
+    assert "The test scores also use Tagalog Unlocked Literal Bible 2018, licensed by unfoldingWord" in licence
+    assert "the weights were not trained on it" in licence
+
+
+def test_the_card_says_what_the_leak_check_covered(final, tmp_path):
+    one, mixed = (built_in_card(final, tmp_path, "en-de", versions) for versions in ("one", "mixed"))
+    assert "held-out verses whose source repeats a train verse" in one and "first version a side only" not in one
+    assert "the train verses of the first version a side only, not with the train verses in the other versions'" in (
+        mixed
+    )
+    assert "whose source or target repeats" in built_in_card(final, tmp_path, "de-en", "one")  # both sides checked
+
+
 LOAD_SCRIPT = """
 import json, sys
 sys.modules["modeling_vanilla"] = None  # the package is not importable here
@@ -297,7 +351,11 @@ def test_push_to_the_hub_and_load_the_pipeline_from_the_repo_id(final, tmp_path)
     assert repo_files["handler.py"] == (ROOT / "vanilla_training" / "serving" / "handler.py").read_bytes()
     assert ("POST", "/api/repos/create", 200) in [(r["method"], r["path"], r["status"]) for r in push_log]
     assert private is True
-    assert pushed.stdout.strip() == f"{endpoint}/{REPO}/commit/{sha}"
+    assert pushed.stdout.strip().splitlines() == [
+        "the model card declares license: apache-2.0 (the code's; the run does not record its data's licence: check "
+        "it before publishing)",
+        f"{endpoint}/{REPO}/commit/{sha}",
+    ]
 
     # the pipeline came from the repo's own pipeline file and translates as the original model does
     out = json.loads(loaded.stdout.strip().splitlines()[-1])

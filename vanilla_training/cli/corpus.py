@@ -11,7 +11,7 @@ import json
 import sys
 from pathlib import Path
 
-from ..corpus import SPLITS, VERSION_CHOICES, build_corpus, list_pairs, parse_pair
+from ..corpus import SPLITS, VERSION_CHOICES, build_corpus, check_versions, list_pairs, parse_pair
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -28,7 +28,9 @@ def main(argv: list[str] | None = None) -> None:
         help="train on the first free version of each side (one, default), that and one verse in 12 in the "
         "second free source version (mixed), or every free version pairing (all)",
     )
-    parser.add_argument("--list-pairs", action="store_true", help="list the languages and versions, then exit")
+    parser.add_argument(
+        "--list-pairs", action="store_true", help="list the languages, versions and their licences, then exit"
+    )
     parser.add_argument(
         "--out",
         type=Path,
@@ -40,9 +42,13 @@ def main(argv: list[str] | None = None) -> None:
         print(list_pairs())
         return
     try:
-        parse_pair(args.pair)
+        source, _ = parse_pair(args.pair)
     except ValueError as error:
         parser.error(str(error))
+    try:
+        check_versions(args.versions, source)
+    except ValueError as error:
+        parser.error(f"--versions: {error}")
     files = build_corpus(args.pair, args.out, versions=args.versions)
     sizes = json.loads((files["train"].parent / "stats.json").read_text(encoding="utf-8"))["sizes"]
     summary = ", ".join(f"{split} {sizes[split]:,}" for split in SPLITS)
