@@ -6,11 +6,13 @@ import re
 from pathlib import Path
 
 import pytest
+import sacrebleu
 import torch
 from safetensors.torch import load_file
 
 from vanilla_training import checkpoints, precision, train
 from vanilla_training.cli.train import main, parse_args
+from vanilla_training.evaluation import bleu_tokenizer, corpus_bleu
 
 from helpers import toy_run_args, write_toy_corpus
 
@@ -40,10 +42,40 @@ def test_pruning_keeps_the_last_checkpoints_and_those_ending_at_the_best(tmp_pat
     assert sorted(int(p.name.split("-")[1]) for p in tmp_path.iterdir()) == [90, 100]
 
 
-def script_validation_bleu(monkeypatch: pytest.MonkeyPatch, scores: list[float]) -> None:
-    """Each evaluation's validation BLEU is the next of `scores`."""
-    scripted = iter(scores)
-    monkeypatch.setattr("vanilla_training.trainer.corpus_bleu", lambda *args: {"score": next(scripted)})
+def script_validation_bleu(monkeypatch: pytest.MonkeyPatch, scores: list[float]) -> list[str | None]:
+    """Each evaluation's validation BLEU is the next of `scores`; returns the target languages the trainer asked
+    corpus_bleu to tokenize for, one per evaluation."""
+    scripted, targets = iter(scores), []
+
+    def scripted_bleu(predictions: list[str], references: list[str], target_lang: str | None = None) -> dict:
+        targets.append(target_lang)
+        return {"score": next(scripted), "signature": f"scripted|tok:{bleu_tokenizer(target_lang)}"}
+
+    monkeypatch.setattr("vanilla_training.trainer.corpus_bleu", scripted_bleu)
+    return targets
+
+
+def test_validation_bleu_of_a_korean_target_uses_its_tokenizer(tmp_path, monkeypatch):
+    """The validation BLEU that `--selection best` and `--patience` act on is tokenized as the test BLEU is: `char`
+    for Korean, not 13a; it is sacreBLEU's own score of the same translations, and its signature is recorded."""
+    files = write_toy_corpus(tmp_path, {"train": 100, "validation": 10, "test": 5})
+    for path in files.values():
+        path.write_text(path.read_text(encoding="utf-8").replace('"de":', '"ko":'), encoding="utf-8")
+    calls = []
+
+    def recorded_bleu(predictions, references, target_lang=None):
+        calls.append((predictions, references, target_lang))
+        return corpus_bleu(predictions, references, target_lang)
+
+    monkeypatch.setattr("vanilla_training.trainer.corpus_bleu", recorded_bleu)
+    options = {"source_lang": "en", "target_lang": "ko", "max_steps": 4, "eval_steps": 2, "save_steps": 2}
+    results = main(toy_run_args(files, tmp_path / "run", **options, bleu_sentences=5, show=0))
+    assert [target for _, _, target in calls] == ["ko", "ko"]
+    predictions, references, _ = calls[-1]
+    expected = sacrebleu.corpus_bleu(predictions, [references], tokenize="char")
+    logged = [entry["eval_bleu"] for entry in results["log_history"] if "eval_bleu" in entry]
+    assert logged[-1] == pytest.approx(expected.score, abs=1e-9)
+    assert "|tok:char|" in results["validation_bleu_signature"] and "|tok:char|" in results["test"]["signature"]
 
 
 SCRIPTED_BLEU = [5.0, 40.0, 20.0, 30.0, 10.0, 50.0]  # best at the 2nd evaluation, then two evaluations worse
@@ -51,7 +83,7 @@ SCRIPTED_BLEU = [5.0, 40.0, 20.0, 30.0, 10.0, 50.0]  # best at the 2nd evaluatio
 
 @pytest.mark.slow
 def test_a_run_averages_around_its_best_evaluation_and_stops_after_its_patience(tmp_path, monkeypatch):
-    script_validation_bleu(monkeypatch, SCRIPTED_BLEU)
+    targets = script_validation_bleu(monkeypatch, SCRIPTED_BLEU)
     files = write_toy_corpus(tmp_path, {"train": 400, "validation": 20, "test": 10})
     run = tmp_path / "run"
     options = {"selection": "best", "patience": 2, "eval_steps": 20, "save_steps": 10, "max_steps": 200, "show": 0}
@@ -62,6 +94,7 @@ def test_a_run_averages_around_its_best_evaluation_and_stops_after_its_patience(
     logged = [(e["step"], e["eval_bleu"]) for e in results["log_history"] if "eval_bleu" in e]
     assert logged == [(20, 5.0), (40, 40.0), (60, 20.0), (80, 30.0)]
     assert (results["steps"], results["stopped_by"]) == (80, "patience")
+    assert targets == ["de"] * 4 and results["validation_bleu_signature"] == "scripted|tok:13a"
     card = (run / "final" / "README.md").read_text()
     assert "80 steps (of 200; 2 evaluations without a better validation score ended the run)" in card
     assert "budget" not in card
@@ -179,9 +212,9 @@ def test_a_sentence_over_the_translation_budget_is_translated_alone(monkeypatch)
 
 def test_report_to_reaches_the_trainer_and_training_attention_follows_the_precision(monkeypatch):
     job = parse_args(["--output-dir", "unused", "--report-to", "tensorboard,wandb"])
-    assert train.training_arguments(job, d_model=128, sentences_per_batch=8).report_to == ["tensorboard", "wandb"]
+    assert train.training_arguments(job, sentences_per_batch=8).report_to == ["tensorboard", "wandb"]
     job = parse_args(["--output-dir", "unused"])
-    assert train.training_arguments(job, d_model=128, sentences_per_batch=8).report_to == []  # "none"
+    assert train.training_arguments(job, sentences_per_batch=8).report_to == []  # "none"
     monkeypatch.setattr(precision.torch.cuda, "is_available", lambda: False)
     assert (precision.training_attention("bf16"), precision.training_attention("fp32")) == ("eager", None)
     monkeypatch.setattr(precision.torch.cuda, "is_available", lambda: True)

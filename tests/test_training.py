@@ -37,7 +37,7 @@ def toy_trainer(tmp_path: Path, warmup_steps: int = 100) -> TranslationTrainer:
     tokenizer = train_joint_bpe([*WORDS, *WORDS.values()], vocab_size=64)
     args = Seq2SeqTrainingArguments(
         output_dir=str(tmp_path),
-        learning_rate=recipe.paper_learning_rate(model.config.d_model),
+        learning_rate=1.0,  # lr_scale: the schedule is equation 3 itself
         warmup_steps=warmup_steps,
         adam_beta1=recipe.ADAM_BETA1,
         adam_beta2=recipe.ADAM_BETA2,
@@ -356,7 +356,7 @@ def test_fine_tuning_a_trained_model_starts_from_its_weights(tmp_path):
     assert results["steps"] == 3 and (tuned / "final" / "model.safetensors").is_file()
     assert (tuned / "final" / "tokenizer.json").read_text() == (base / "final" / "tokenizer.json").read_text()
     config = VanillaConfig.from_pretrained(base / "final")
-    rates = [recipe.paper_learning_rate(config.d_model, 0.2) * min(t**-0.5, t * 40**-1.5) for t in (1, 2, 3)]
+    rates = [0.2 * recipe.equation_3(t, config.d_model, 40) for t in (1, 2, 3)]
     bound = 1.01 * sum(rates)  # Adam's step is at most lr * ~1.002 for beta 0.9/0.98 in three steps
     start, end = load_file(base / "final" / "model.safetensors"), load_file(tuned / "final" / "model.safetensors")
     fresh = initial_model(base).state_dict()

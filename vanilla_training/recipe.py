@@ -24,9 +24,11 @@ SELECTIONS = ("last", "best")  # see Recipe.selection
 LATIN_SCRIPT = frozenset({"en", "de", "fr", "it", "es", "pt", "pl", "ro", "tr", "vi", "id", "sw", "tl"})
 
 
-def paper_learning_rate(d_model: int, scale: float = 1.0) -> float:
-    """The factor d_model^-0.5 of equation 3 (times `scale`); the schedule supplies min(step^-0.5, ...)."""
-    return scale * d_model**-0.5
+def equation_3(step: int, d_model: int, warmup_steps: int) -> float:
+    """Equation 3, the learning rate of optimizer step `step` (1, 2, ...): d_model^-0.5 * min(step^-0.5, step *
+    warmup_steps^-1.5). A run multiplies it by its `lr_scale` (the optimizer's own rate: `train.training_arguments`);
+    `trainer.TranslationTrainer.create_scheduler` applies it."""
+    return d_model**-0.5 * min(step**-0.5, step * warmup_steps**-1.5)
 
 
 def setting(group: str, help: str, **field_options: Any) -> Any:

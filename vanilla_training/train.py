@@ -172,7 +172,7 @@ def build_model(
 # ---------------------------------------------------------------------------------------------------------------
 
 
-def training_arguments(job: TrainingJob, d_model: int, sentences_per_batch: int) -> Seq2SeqTrainingArguments:
+def training_arguments(job: TrainingJob, sentences_per_batch: int) -> Seq2SeqTrainingArguments:
     """Section 5.3's optimizer and schedule, section 5.4's label smoothing, the recipe's steps. The batches are
     `TranslationTrainer`'s token budgets; the Trainer's sentence-count batch size, which it logs and records,
     is their mean."""
@@ -182,8 +182,8 @@ def training_arguments(job: TrainingJob, d_model: int, sentences_per_batch: int)
         max_steps=run.max_steps,
         per_device_train_batch_size=sentences_per_batch,
         gradient_accumulation_steps=run.gradient_accumulation_steps,
-        learning_rate=recipe.paper_learning_rate(d_model, run.lr_scale),
-        warmup_steps=run.warmup_steps,  # of equation 3: TranslationTrainer.create_scheduler
+        learning_rate=run.lr_scale,  # times equation 3 (recipe.equation_3), the schedule: TranslationTrainer
+        warmup_steps=run.warmup_steps,  # create_scheduler
         adam_beta1=recipe.ADAM_BETA1,
         adam_beta2=recipe.ADAM_BETA2,
         adam_epsilon=recipe.ADAM_EPSILON,
@@ -219,7 +219,7 @@ def build_trainer(
     """The Trainer, with greedy BLEU on the first `run.bleu_sentences` validation sentences at each evaluation."""
     run = job.recipe
     batches = TokenBudgetBatchSampler(preprocess.lengths(train_set), run.max_tokens, seed=job.seed)
-    training_args = training_arguments(job, model.config.d_model, round(len(train_set) / len(batches)))
+    training_args = training_arguments(job, round(len(train_set) / len(batches)))
     bleu_sources, bleu_references = preprocess.sentences(validation_split, *job.languages)
     budget = TrainingTimeBudget(run.max_train_minutes * 60) if run.max_train_minutes else None
     callbacks = [budget] if budget else []
@@ -234,6 +234,7 @@ def build_trainer(
         max_tokens=run.max_tokens,
         bleu_sources=bleu_sources[: run.bleu_sentences],
         bleu_references=bleu_references[: run.bleu_sentences],
+        target_lang=job.languages[1],
         callbacks=callbacks,
     )
     if budget and trainer.pop_callback(ProgressCallback):  # (absent where `disable_tqdm` holds)
@@ -384,6 +385,7 @@ def run_results(
             **job.data.origin(),
             **{f"{split}_pairs": size for split, size in sizes.items()},
         },
+        "validation_bleu_signature": trainer.bleu_signature,  # None where no validation BLEU was measured
         "parameters": sum(p.numel() for p in model.parameters()),  # the shared embedding counted once
         "environment": environment(),
         "log_history": trainer.state.log_history,

@@ -14,20 +14,12 @@ from tqdm.auto import tqdm
 from transformers import EarlyStoppingCallback, ProgressCallback, Seq2SeqTrainer, TrainerCallback
 from transformers.trainer import TRAINER_STATE_NAME
 
-from . import checkpoints
+from . import checkpoints, recipe
 from .batching import TokenBudgetBatchSampler
 from .evaluation import corpus_bleu
 from .loss import label_smoothed_projection_loss
 from .preprocess import LENGTH, lengths
 from .translator import translate
-
-
-def paper_schedule(optimizer: torch.optim.Optimizer, warmup_steps: int) -> LambdaLR:
-    """Equation 3: lrate = d_model^-0.5 * min(step^-0.5, step * warmup^-1.5), for optimizer steps 1, 2, ...
-
-    The optimizer's learning rate must be d_model^-0.5 (times a scale); LambdaLR counts from 0, hence step + 1.
-    """
-    return LambdaLR(optimizer, lambda index: min((index + 1) ** -0.5, (index + 1) * warmup_steps**-1.5))
 
 
 class TrainingTimeBudget(TrainerCallback):
@@ -84,13 +76,24 @@ class PatienceCallback(EarlyStoppingCallback):
 
 class TranslationTrainer(Seq2SeqTrainer):
     """`Seq2SeqTrainer` with token-budget batches, the paper's schedule, greedy BLEU on `bleu_sources` at each
-    evaluation, atomic checkpoints, and the training time in its log."""
+    evaluation (with the tokenizer of `target_lang`, as the test BLEU), atomic checkpoints, and the training time in
+    its log."""
 
-    def __init__(self, *args, max_tokens: int, bleu_sources: list[str], bleu_references: list[str], **kwargs):
+    def __init__(
+        self,
+        *args,
+        max_tokens: int,
+        bleu_sources: list[str],
+        bleu_references: list[str],
+        target_lang: str | None = None,
+        **kwargs,
+    ):
         super().__init__(*args, **kwargs)
         self.max_tokens = max_tokens
         self.bleu_sources = bleu_sources
         self.bleu_references = bleu_references
+        self.target_lang = target_lang  # picks BLEU's tokenizer (`evaluation.bleu_tokenizer`), as the test BLEU's
+        self.bleu_signature: str | None = None  # sacreBLEU's signature of the last validation BLEU
         self.bleu_generate_kwargs = {"num_beams": 1}
         self.started = time.perf_counter()
 
@@ -140,10 +143,13 @@ class TranslationTrainer(Seq2SeqTrainer):
         return self._token_batches(eval_dataset if eval_dataset is not None else self.eval_dataset, shuffle=False)
 
     def create_scheduler(self, num_training_steps: int, optimizer: torch.optim.Optimizer | None = None) -> LambdaLR:
-        """Equation 3 with `args.warmup_steps`. (transformers' "inverse_sqrt" counts steps from 0: it gives the first
-        update a learning rate of 0 and every later one the rate of the step before.)"""
+        """`recipe.equation_3` with the model's d_model and `args.warmup_steps`, times the optimizer's own rate
+        (`args.learning_rate`: the run's `lr_scale`). LambdaLR counts from 0, equation 3 from 1. (transformers'
+        "inverse_sqrt" counts steps from 0: it gives the first update a learning rate of 0 and every later one the
+        rate of the step before.)"""
         if self.lr_scheduler is None:
-            self.lr_scheduler = paper_schedule(optimizer or self.optimizer, self.args.warmup_steps)
+            optimizer, d_model, warmup = optimizer or self.optimizer, self.model.config.d_model, self.args.warmup_steps
+            self.lr_scheduler = LambdaLR(optimizer, lambda index: recipe.equation_3(index + 1, d_model, warmup))
         return self.lr_scheduler
 
     def _save_checkpoint(self, model, trial) -> None:
@@ -200,5 +206,6 @@ class TranslationTrainer(Seq2SeqTrainer):
             sources, options = self.bleu_sources, self.bleu_generate_kwargs
             predictions = translate(model, self.processing_class, sources, progress=False, **options)
             prefix = kwargs.get("metric_key_prefix", "eval")
-            output.metrics[f"{prefix}_bleu"] = corpus_bleu(predictions, self.bleu_references)["score"]
+            bleu = corpus_bleu(predictions, self.bleu_references, self.target_lang)
+            output.metrics[f"{prefix}_bleu"], self.bleu_signature = bleu["score"], bleu["signature"]
         return output
