@@ -21,10 +21,10 @@ from helpers import toy_run_args
         (["--pair", "en-de"], 1.0, 8000),  # the main job: both in the Latin script, the full rate, 8,000 tokens
         (["--pair", "de-fr"], 1.0, 8000),
         (["--pair", "ar-en"], 0.5, 4000),  # at the full rate ru-uk and en-ar ignored their source; measured at 4,000
-        (["--pair", "ru-uk"], 0.5, 4000),
+        (["--pair", "de-ru"], 0.5, 4000),
         (["--pair", "en-ko", "--lr-scale", "1"], 1.0, 4000),  # the command line wins
-        (["--pair", "ru-uk", "--vocab-size", "8000"], 0.5, 8000),
-        (["--pair", "en-de", "--target-lang", "hi"], 0.5, 4000),  # the columns trained are what counts
+        (["--pair", "de-ru", "--vocab-size", "8000"], 0.5, 8000),
+        (["--pair", "en-hi", "--target-lang", "hi"], 0.5, 4000),  # the pair's own column, named
         (["--pair", "ar-en", "--preset", "hour"], 0.5, 4000),  # the hour's own for every pair
         (["--pair", "en-de", "--preset", "base"], 1.0, 37000),
         (["--pair", "ar-en", "--preset", "base"], 1.0, 37000),  # the paper's recipes are kept as they are
@@ -48,6 +48,26 @@ def test_pair_argument_is_checked(capsys: pytest.CaptureFixture[str]) -> None:
         "all",
         True,
     )
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        (["--pair", "en-de", "--target-lang", "hi"], "--target-lang hi: the built-in corpus of --pair en-de has the "),
+        (["--pair", "en-de", "--source-lang", "fr"], "for fr-de use --pair fr-de"),
+        (["--pair", "en-uk"], "no free version of Ukrainian"),
+        (["--train-file", "t", "--validation-file", "v", "--versions", "all"], "--versions chooses the built-in"),
+        (["--train-file", "t", "--validation-file", "v", "--dataset-name", "d"], "--train-file and --dataset-name"),
+        (["--test-file", "t"], "--test-file goes with --train-file"),
+        (["--validation-file", "v"], "--validation-file goes with --train-file"),
+        (["--dataset-config", "c"], "--dataset-config goes with --dataset-name"),
+    ],
+)
+def test_data_options_the_run_cannot_honour_are_refused_at_parse_time(options, message, capsys) -> None:
+    """Each would have been accepted, then ignored or crashed (--target-lang hi on en-de: KeyError 'hi' in training)."""
+    with pytest.raises(SystemExit) as exit_info:
+        train_cli.parse_args([*options, "--output-dir", "x"])
+    assert exit_info.value.code == 2 and message in capsys.readouterr().err
 
 
 def test_the_demo_and_the_hour_mix_in_a_second_source_version_where_there_is_one(
@@ -86,7 +106,8 @@ def test_a_run_on_a_built_in_reverse_pair(tmp_path: Path, script_db: Path, monke
     assert list(test["sources"]) == ["l", "5"] and test["sources"]["l"]["bleu"] == test["bleu"]
     card = (tmp_path / "run" / "final" / "README.md").read_text()
     assert "language:\n- fr\n- en\n" in card and "Bible fr-en (a second source version in part)" in card
-    assert "Louis Segond 1910 (public domain), Darby 1885" in card and "--pair fr-en --versions mixed" in card
+    assert "Louis Segond 1910 (public domain worldwide), Darby 1885" in card and "--pair fr-en --versions mixed" in card
+    assert "license: apache-2.0\n" in card and "Darby 1885, public domain worldwide; if it is the 1885 edition" in card
     darby, multi = test["sources"]["5"], test["multi_reference"]
     assert f"| Darby 1885 (5) | {darby['verses']:,} | {darby['bleu']:.2f} | {darby['chrf']:.2f} |" in card
     assert "Against all 3 free versions of the target at once" in card and f"BLEU {multi['bleu']:.2f}" in card

@@ -4,6 +4,7 @@ test BLEU that training reported."""
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -188,6 +189,28 @@ def test_evaluate_gives_sacrebleus_scores_and_the_test_bleu_training_reported(ru
     assert text[1] == f"chrF {chrf.score:.2f}  {from_file['chrf']['signature']}"
 
 
+def test_evaluate_scores_plain_files_with_the_tokenizer_of_the_models_target(run, tmp_path, capsys):
+    """A model that records Korean as its target is scored with sacreBLEU's `char` tokenizer on plain text files too
+    (13a before), and `--target-lang` names the target of a model that records none."""
+    folder, _, test_file = run
+    test = load_file("test", str(test_file))
+    (tmp_path / "test.en").write_text("".join(pair["en"] + "\n" for pair in test["translation"]), encoding="utf-8")
+    (tmp_path / "test.ko").write_text("".join(pair["de"] + "\n" for pair in test["translation"]), encoding="utf-8")
+    files = ["--source", str(tmp_path / "test.en"), "--reference", str(tmp_path / "test.ko")]
+    korean = shutil.copytree(folder / "final", tmp_path / "korean")
+    results = json.loads((korean / "training_results.json").read_text())
+    (korean / "training_results.json").write_text(
+        json.dumps({**results, "languages": {"source": "en", "target": "ko"}})
+    )
+    assert "|tok:char|" in scores([str(korean), *files], capsys)["bleu"]["signature"]
+    (korean / "training_results.json").unlink()  # a model that records no languages
+    assert "|tok:13a|" in scores([str(korean), *files], capsys)["bleu"]["signature"]
+    assert (
+        "|tok:char|"
+        in scores([str(korean), *files, "--source-lang", "en", "--target-lang", "ko"], capsys)["bleu"]["signature"]
+    )
+
+
 def test_evaluate_on_a_built_in_pair_reads_its_test_split(run, capsys, monkeypatch):
     folder, results, test_file = run
     monkeypatch.setattr(
@@ -211,9 +234,14 @@ def test_evaluate_on_a_built_in_pair_reads_its_test_split(run, capsys, monkeypat
     ("extra", "message"),
     [
         (["--source", "a.txt"], "--source and --reference go together"),
-        (["--pair", "en-de", "--source-lang", "en"], "name the columns of a --test-file"),
+        (["--pair", "en-de", "--source-lang", "en"], "--pair names its own"),
         (["--source", "a.txt", "--reference", "b.txt"], "a.txt has 2 lines but b.txt has 1"),
-        (["--test-file", "t.jsonl", "--source-lang", "en", "--target-lang", "xx"], "t.jsonl has no xx (it has de, en)"),
+        (["--test-file", "u.jsonl"], "u.jsonl has no de (it has en, fr)"),
+        # languages that are not the model's are refused before anything is read or translated, as --pair's are
+        (["--test-file", "t.jsonl", "--source-lang", "de", "--target-lang", "en"], "translates en-de, not de-en"),
+        (["--test-file", "t.jsonl", "--source-lang", "en", "--target-lang", "xx"], "translates en-de, not en-xx"),
+        (["--source", "a.txt", "--reference", "b.txt", "--target-lang", "fr"], "translates en-de, not en-fr"),
+        (["--pair", "en-uk"], "--train-file train.jsonl --validation-file validation.jsonl --source-lang en"),
     ],
 )
 def test_evaluate_names_bad_input(run, tmp_path, capsys, monkeypatch, extra, message):
@@ -222,6 +250,7 @@ def test_evaluate_names_bad_input(run, tmp_path, capsys, monkeypatch, extra, mes
     Path("a.txt").write_text("one\ntwo\n", encoding="utf-8")
     Path("b.txt").write_text("eins\n", encoding="utf-8")
     Path("t.jsonl").write_text(json.dumps({"translation": {"en": "one", "de": "eins"}}) + "\n", encoding="utf-8")
+    Path("u.jsonl").write_text(json.dumps({"translation": {"en": "one", "fr": "un"}}) + "\n", encoding="utf-8")
     with pytest.raises(SystemExit) as exit_info:
         evaluate_model.main([str(folder), *extra])
     assert exit_info.value.code == 2 and message in capsys.readouterr().err

@@ -10,8 +10,10 @@ as it translates them: the model's own decoding (`--beams` overrides the beam si
 test BLEU, so the BLEU printed here is the one training reported for the same model (when training translated the
 whole split: no `--test-limit`, and the same `--test-beams`). BLEU is sacreBLEU's corpus BLEU, through the `evaluate`
 metric training uses, with the tokenizer that fits the target language (zh for Chinese, char for Japanese and Korean,
-13a otherwise); chrF is sacreBLEU's chrF (character 6-grams, beta 2). With `--pair`, the scores against every free
-version of the target (multi-reference) and with every free version of the source as input follow.
+13a otherwise; the signature names it): the pair's, or for files the one the model's training recorded or
+`--target-lang` names. Languages named that are not the model's are refused, as a `--pair` is. chrF is sacreBLEU's
+chrF (character 6-grams, beta 2). With `--pair`, the scores against every free version of the target
+(multi-reference) and with every free version of the source as input follow.
 """
 
 import argparse
@@ -23,32 +25,33 @@ from pathlib import Path
 from ..corpus import load_corpus, parse_pair
 from ..evaluation import corpus_bleu, corpus_chrf
 from ..preprocess import load_file, sentences
-from ..translator import LanguageMismatchError, load_translator, model_folder, recorded_languages, resolve_languages
+from ..translator import LanguageMismatchError, load_translator, model_folder, resolve_languages
 from ..wordings import print_wording_scores, rounded_wording_scores, wording_scores
 from .common import add_model_arguments, decoding_options, read_lines
 
 
 def test_languages(args: argparse.Namespace, parser: argparse.ArgumentParser) -> tuple[str, str] | None:
-    """The languages of the test set (`--pair`, or `--test-file`'s columns: named, or those the model's training
-    recorded), checked against the model's once; None for plain text files."""
+    """The languages of the test set, checked against those the model's training recorded, as `--pair` is: the
+    pair's, or for files the ones named by `--source-lang`/`--target-lang` (for a `--test-file`, its columns), by
+    default the recorded ones; None for plain text files of a model that records none and names none."""
     if args.pair:
+        option = "--pair"
         try:
-            languages = parse_pair(args.pair)
-            resolve_languages(args.model, *languages)
-        except (ValueError, LanguageMismatchError) as error:
+            asked = parse_pair(args.pair)
+        except ValueError as error:
             parser.error(str(error))
-        return languages
-    if args.test_file:
-        if None not in (args.source_lang, args.target_lang):
-            return args.source_lang, args.target_lang
-        recorded = recorded_languages(args.model)
-        if recorded is None:
-            parser.error(
-                f"--test-file: {model_folder(args.model)} records no languages: name the columns with "
-                "--source-lang and --target-lang"
-            )
-        return args.source_lang or recorded[0], args.target_lang or recorded[1]
-    return None
+    else:
+        option, asked = "--source-lang/--target-lang", (args.source_lang, args.target_lang)
+    try:
+        languages = resolve_languages(args.model, *asked)
+    except LanguageMismatchError as error:
+        parser.error(f"{option}: {error}")
+    if languages is None and args.test_file:
+        parser.error(
+            f"--test-file: {model_folder(args.model)} records no languages: name the columns with "
+            "--source-lang and --target-lang"
+        )
+    return languages
 
 
 def test_set(
@@ -102,15 +105,20 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--source-lang",
         metavar="LANG",
-        help="--test-file's source column (default: the language the model's training recorded)",
+        help="the test files' source language, --test-file's source column (default: the language the model's "
+        "training recorded; a different one is refused)",
     )
-    parser.add_argument("--target-lang", metavar="LANG", help="--test-file's reference column (default: likewise)")
+    parser.add_argument(
+        "--target-lang",
+        metavar="LANG",
+        help="the references' language, --test-file's reference column; it picks BLEU's tokenizer (default: likewise)",
+    )
     parser.add_argument("--json", action="store_true", help="print the scores as one JSON object")
     args = parser.parse_args(argv)
     if (args.source is None) != (args.reference is None):
         parser.error("--source and --reference go together")
-    if (args.source_lang or args.target_lang) and not args.test_file:
-        parser.error("--source-lang/--target-lang name the columns of a --test-file")
+    if (args.source_lang or args.target_lang) and args.pair:
+        parser.error("--source-lang/--target-lang name the languages of test files; --pair names its own")
     languages = test_languages(args, parser)
     with contextlib.redirect_stdout(sys.stderr):  # what loading and translating print; stdout holds the scores
         try:
@@ -128,6 +136,11 @@ def main(argv: list[str] | None = None) -> None:
 
             wordings = wording_scores(translate, args.pair, predictions=predictions)
     model = translator.model
+    if languages is None:
+        print(
+            f"BLEU tokenizer 13a: {translator.folder} records no target language (--target-lang names it)",
+            file=sys.stderr,
+        )
     bleu = corpus_bleu(predictions, references, languages[1] if languages else None)
     scores = {
         "model": translator.folder,

@@ -160,6 +160,37 @@ def data_source(args: argparse.Namespace, versions: str) -> DataSource:
     )
 
 
+def data_option_problem(args: argparse.Namespace) -> str | None:
+    """What in the data options cannot run, naming the option: files and a dataset at once, a file or configuration
+    without what it belongs to, `--versions` off the built-in corpus, or a language the built-in pair has not."""
+    if args.train_file and args.dataset_name:
+        return "--train-file and --dataset-name both name the data: give one"
+    for option, needs, present in (
+        ("--validation-file", "--train-file", args.train_file),
+        ("--test-file", "--train-file", args.train_file),
+        ("--dataset-config", "--dataset-name", args.dataset_name),
+    ):
+        if getattr(args, option[2:].replace("-", "_")) and not present:
+            return f"{option} goes with {needs}"
+    if args.train_file or args.dataset_name:
+        if args.versions is not None:
+            return "--versions chooses the built-in corpus's Bible versions; your own data has none to choose"
+        return None
+    pair = args.pair.split("-")
+    for option, asked, column in (
+        ("--source-lang", args.source_lang, pair[0]),
+        ("--target-lang", args.target_lang, pair[1]),
+    ):
+        if asked is not None and asked != column:
+            source, target = (asked, pair[1]) if option == "--source-lang" else (pair[0], asked)
+            instead = f"for {source}-{target} use --pair {source}-{target}, or " if source != target else ""
+            return (
+                f"{option} {asked}: the built-in corpus of --pair {args.pair} has the columns {pair[0]} and {pair[1]}; "
+                f"{instead}train on your own files (--train-file)"
+            )
+    return None
+
+
 def parse_args(argv: list[str] | None = None) -> TrainingJob:
     """The job the command line asks for, every option checked before anything is written."""
     parser = build_parser()
@@ -173,6 +204,8 @@ def parse_args(argv: list[str] | None = None) -> TrainingJob:
         )
     if args.train_file and not args.validation_file:
         parser.error("--train-file needs --validation-file (validation loss and BLEU are measured on it)")
+    if problem := data_option_problem(args):
+        parser.error(problem)
     try:
         run = run_recipe(args)
     except ValueError as error:  # named as the options that set them
