@@ -22,7 +22,7 @@ DIRECTIONS = {
     "en-de": "Latin to Latin (the main job)",
     "de-en": "Latin to Latin, into English",
     "en-fr": "Latin to Latin",
-    "ru-uk": "Cyrillic to Cyrillic, without English",
+    "de-ru": "Latin to Cyrillic, without English",
     "en-ar": "Latin to Arabic (right to left)",
     "ar-en": "Arabic to Latin",
     "en-hi": "Latin to Devanagari",
