@@ -29,6 +29,17 @@ DICTIONARY = {
     "red": ("red", "rote", "rouge"),
 }
 SENTENCES = [["the", "big", "house"], ["one", "two", "three"], ["red", "house", "two"]]
+SIZE = {
+    "d_model": 64,
+    "encoder_layers": 2,
+    "decoder_layers": 2,
+    "encoder_attention_heads": 4,
+    "decoder_attention_heads": 4,
+    "encoder_ffn_dim": 128,
+    "decoder_ffn_dim": 128,
+    "dropout": 0.0,
+    "max_position_embeddings": 64,
+}
 
 
 def say(concepts: list[str], language: str) -> str:
@@ -80,19 +91,7 @@ def folder(tmp_path_factory) -> Path:
     """The toy model's folder, as save_pretrained writes it, with the paper's beam search as its decoding."""
     texts = [row["source"] for row in toy_rows(random.Random(1), 200)]
     tokenizer = train_joint_bpe(texts, vocab_size=1000, model_max_length=64, languages=LANGUAGES)
-    config = VanillaConfig(
-        vocab_size=len(tokenizer),
-        d_model=64,
-        encoder_layers=2,
-        decoder_layers=2,
-        encoder_attention_heads=4,
-        decoder_attention_heads=4,
-        encoder_ffn_dim=128,
-        decoder_ffn_dim=128,
-        dropout=0.0,
-        max_position_embeddings=64,
-        languages=LANGUAGES,
-    )
+    config = VanillaConfig(**SIZE, vocab_size=len(tokenizer), languages=LANGUAGES)
     torch.manual_seed(0)
     model = VanillaForConditionalGeneration(config)
     train(model, tokenizer)
@@ -231,3 +230,16 @@ def test_targets_encode_with_their_language_token_first(folder: Path) -> None:
         assert labels[0] == tokenizer.convert_tokens_to_ids(f"__{row['target_lang']}__") != input_ids[0]
     unseen = "the 家 house ü"
     assert tokenizer.decode(tokenizer(unseen)["input_ids"], skip_special_tokens=True) == unseen
+
+
+def test_a_model_of_one_direction_refuses_languages_and_translates_as_before(tmp_path: Path) -> None:
+    tokenizer = train_joint_bpe([say(s, "en") for s in SENTENCES] * 5, vocab_size=200, model_max_length=64)
+    torch.manual_seed(0)
+    model = VanillaForConditionalGeneration(VanillaConfig(**{**SIZE, "vocab_size": len(tokenizer)})).eval()
+    model.save_pretrained(tmp_path)
+    tokenizer.save_pretrained(tmp_path)
+    translator = pipeline("translation", model=str(tmp_path), trust_remote_code=True, max_new_tokens=3)
+    assert type(translator.tokenizer) is not VanillaTokenizer and not hasattr(model.config, "languages")
+    assert len(translator("the house")) == 1
+    with pytest.raises(ValueError, match="translates one direction .* leave out src_lang and tgt_lang"):
+        translator("the house", src_lang="en", tgt_lang="de")
