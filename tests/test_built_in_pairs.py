@@ -61,6 +61,7 @@ def test_pair_argument_is_checked(capsys: pytest.CaptureFixture[str]) -> None:
         (["--test-file", "t"], "--test-file goes with --train-file"),
         (["--validation-file", "v"], "--validation-file goes with --train-file"),
         (["--dataset-config", "c"], "--dataset-config goes with --dataset-name"),
+        (["--train-file", "t", "--validation-file", "v", "--test-beams", "2"], "--test-beams decodes the test split"),
     ],
 )
 def test_data_options_the_run_cannot_honour_are_refused_at_parse_time(options, message, capsys) -> None:

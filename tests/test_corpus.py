@@ -366,6 +366,9 @@ def test_cli(tmp_path: Path, db_path: Path, capsys: pytest.CaptureFixture[str]) 
         capsys.readouterr().err
     )
     assert sorted(path.name for path in tmp_path.iterdir()) == ["en-de", "synthetic.db"]  # nothing built
+    with pytest.raises(SystemExit):
+        corpus_cli.main(["--list-pairs", "--pair", "de-en"])
+    assert "--list-pairs lists every language and builds nothing" in capsys.readouterr().err
 
 
 def test_default_data_dir(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

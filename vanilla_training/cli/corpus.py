@@ -20,10 +20,9 @@ def main(argv: list[str] | None = None) -> None:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--pair", default="en-de", help="SRC-TGT by ISO 639-1 codes, e.g. de-en (default: en-de)")
+    parser.add_argument("--pair", help="SRC-TGT by ISO 639-1 codes, e.g. de-en (default: en-de)")
     parser.add_argument(
         "--versions",
-        default="one",
         choices=VERSION_CHOICES,
         help="train on the first free version of each side (one, default), that and one verse in 12 in the "
         "second free source version (mixed), or every free version pairing (all)",
@@ -39,8 +38,13 @@ def main(argv: list[str] | None = None) -> None:
     )
     args = parser.parse_args(argv)
     if args.list_pairs:
+        if args.pair or args.versions or args.out:
+            parser.error(
+                "--list-pairs lists every language and builds nothing: --pair, --versions and --out do not go with it"
+            )
         print(list_pairs())
         return
+    args.pair, args.versions = args.pair or "en-de", args.versions or "one"
     try:
         source, _ = parse_pair(args.pair)
     except ValueError as error:

@@ -162,7 +162,8 @@ def data_source(args: argparse.Namespace, versions: str) -> DataSource:
 
 def data_option_problem(args: argparse.Namespace) -> str | None:
     """What in the data options cannot run, naming the option: files and a dataset at once, a file or configuration
-    without what it belongs to, `--versions` off the built-in corpus, or a language the built-in pair has not."""
+    without what it belongs to, test options without a test file, `--versions` off the built-in corpus, or a language
+    the built-in pair has not."""
     if args.train_file and args.dataset_name:
         return "--train-file and --dataset-name both name the data: give one"
     for option, needs, present in (
@@ -172,6 +173,10 @@ def data_option_problem(args: argparse.Namespace) -> str | None:
     ):
         if getattr(args, option[2:].replace("-", "_")) and not present:
             return f"{option} goes with {needs}"
+    if args.train_file and not args.test_file:
+        for option in ("--test-limit", "--test-beams"):
+            if getattr(args, option[2:].replace("-", "_")) is not None:
+                return f"{option} decodes the test split, and --train-file without --test-file has none"
     if args.train_file or args.dataset_name:
         if args.versions is not None:
             return "--versions chooses the built-in corpus's Bible versions; your own data has none to choose"
