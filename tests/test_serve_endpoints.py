@@ -16,7 +16,7 @@ import uuid
 import docx
 import pytest
 from libretranslatepy import LibreTranslateAPI
-from test_serve import LINES, InProcessServer, offline, run, translator  # noqa: F401 (fixtures)
+from test_serve import LINES, InProcessServer, chromium_missing, offline, run, translator  # noqa: F401 (fixtures)
 
 from vanilla_training.serving.backends import TorchBackend
 from vanilla_training.serving.files import FILES_FOLDER
@@ -256,3 +256,35 @@ def test_metrics_answer_only_with_their_token_where_one_is_set(translator):  # n
         assert call(server.url + "/metrics", headers={"Authorization": "Bearer nope"})[0] == 401
         status, _, body = call(server.url + "/metrics", headers={"Authorization": "Bearer s3cret"})
         assert status == 200 and b"vanilla_serve_requests_total" in body
+
+
+@pytest.mark.skipif(chromium_missing() is not None, reason=str(chromium_missing()))
+def test_the_web_pages_api_key_field_lets_it_translate_where_keys_are_required(translator):  # noqa: F811
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = "/usr/bin/chromium"
+    for argument in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu"):
+        options.add_argument(argument)
+    settings = ServeSettings(api_keys=frozenset({"page-key"}), under_attack=True)
+    with InProcessServer([TorchBackend(translator, "fp32")], settings) as server:
+        browser = webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=options)
+        try:
+            browser.get(server.url + "/")
+            wait = WebDriverWait(browser, 30)
+            wait.until(lambda b: b.find_element(By.ID, "target").get_attribute("value") == "de")
+            browser.find_element(By.ID, "text").send_keys(LINES[0])
+            browser.find_element(By.ID, "translate").click()
+            error = browser.find_element(By.ID, "error")
+            wait.until(lambda b: error.text == "Please contact the server operator to get an API key")
+            browser.find_element(By.ID, "api-key").send_keys("page-key")
+            browser.find_element(By.ID, "translate").click()
+            result = browser.find_element(By.ID, "result")
+            wait.until(lambda b: result.text == offline(translator, [LINES[0]])[LINES[0]])
+            browser.refresh()  # the key is kept in the browser
+            wait.until(lambda b: b.find_element(By.ID, "api-key").get_attribute("value") == "page-key")
+        finally:
+            browser.quit()
