@@ -41,9 +41,10 @@ SKIP_CORPUS = "VANILLA_SKIP_CORPUS_TESTS"  # as in test_corpus: "1" leaves the r
 # One language of each script of the corpus (Vietnamese: Latin letters under stacked diacritics, NFKC at work).
 SCRIPTS = {"Latin": "de", "Vietnamese": "vi", "Cyrillic": "ru", "Arabic": "ar", "Devanagari": "hi", "Hangul": "ko"}
 TRAIN_VERSES = 1500  # a side: a tiny tokenizer, so that test verses hold characters it never saw (byte fallback)
-# Toy sentences (helpers.WORDS) of different lengths, and one with two sentences and a word never seen in training.
 UNSEEN = "起初神創造天地 ☃"  # Han (no free version) and a snowman: characters no train verse has, spelt in bytes
-LINES = ["the big red house", "one two three", "the house", "two red houses. three big ones", "red"]
+# Toy sentences (helpers.WORDS) of different lengths, one with two sentences and a word never seen in training, and
+# one out of the toy domain, whose translation depends on the length penalty.
+LINES = ["the big red house", "one two three", "the house", "two red houses. three big ones", "red", "Jesus wept."]
 
 
 def saved(tokenizer: PreTrainedTokenizerFast, folder: Path) -> sentencepiece.SentencePieceProcessor:
@@ -155,8 +156,7 @@ def test_argos_translates_the_package_as_vanilla_translate_does(run: Path, tmp_p
     shutil.copytree(run / "final", model)
     config = json.loads((model / "generation_config.json").read_text())
     (model / "generation_config.json").write_text(json.dumps({**config, "num_beams": 4, "length_penalty": 0.2}))
-    sentences = [*LINES[:3], *LINES[3].split(". "), LINES[4]]
-    sentences[3] += "."
+    sentences = [*LINES[:3], "two red houses.", "three big ones", *LINES[4:]]
     (tmp_path / "in.txt").write_text("\n".join(sentences) + "\n", encoding="utf-8")
     translate.main([str(model), "--input", str(tmp_path / "in.txt"), "--output", str(tmp_path / "out.txt")])
     expected = (tmp_path / "out.txt").read_text(encoding="utf-8").splitlines()
