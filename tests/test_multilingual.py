@@ -4,7 +4,12 @@ with `forced_bos_token_id`, the pipeline with `src_lang`/`tgt_lang`, `vanilla-tr
 and CTranslate2, alike; it is refused, naming its languages, without a target language; and a model of one
 direction works as before."""
 
+import json
+import os
 import random
+import subprocess
+import sys
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -243,3 +248,40 @@ def test_a_model_of_one_direction_refuses_languages_and_translates_as_before(tmp
     assert len(translator("the house")) == 1
     with pytest.raises(ValueError, match="translates one direction .* leave out src_lang and tgt_lang"):
         translator("the house", src_lang="en", tgt_lang="de")
+
+
+REMOTE_SCRIPT = """
+import json, sys
+sys.modules["modeling_vanilla"] = None  # the package is not importable here
+from transformers import pipeline
+
+folder, texts = sys.argv[1], json.loads(sys.argv[2])
+translator = pipeline("translation", model=folder, trust_remote_code=True)
+out = {"tokenizer": type(translator.tokenizer).__module__, "languages": translator.tokenizer.languages}
+out["translations"] = [t["translation_text"] for t in translator(texts, src_lang="en", tgt_lang="fr")]
+try:
+    translator(texts)
+except ValueError as error:
+    out["refused"] = str(error)
+print(json.dumps(out))
+"""
+
+
+def test_remote_code_takes_the_direction_where_the_package_is_not_installed(folder: Path, tmp_path: Path) -> None:
+    """The folder's own copies of the tokenizer and the pipeline (remote code) choose the target language."""
+    texts = [say(s, "en") for s in SENTENCES]
+    done = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(REMOTE_SCRIPT), str(folder), json.dumps(texts)],
+        capture_output=True,
+        stdin=subprocess.DEVNULL,
+        text=True,
+        env={**os.environ, "HF_HOME": str(tmp_path / "hf_home"), "OMP_NUM_THREADS": "1"},
+        cwd=tmp_path,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    assert out["tokenizer"].startswith("transformers_modules.") and out["tokenizer"].endswith(".tokenization_vanilla")
+    assert out["languages"] == LANGUAGES
+    assert out["translations"] == [say(s, "fr") for s in SENTENCES]
+    assert "between en, de, fr: give the direction" in out["refused"]
