@@ -219,17 +219,22 @@ def test_alternatives_are_the_beams_next_best(server, translator):
     assert answer["alternatives"] == [text for text in dict.fromkeys(beams[1:]) if text != beams[0]]
 
 
-def test_auto_detects_the_source_and_detect_ranks_the_served_languages(server, translator):
-    expected = offline(translator, LINES[:2])
-    status, answer = post_json(server.url + "/translate", {"q": LINES[0], "source": "auto", "target": "de"})
-    assert status == 200 and answer["translatedText"] == expected[LINES[0]]
-    assert answer["detectedLanguage"]["language"] == "en" and 0 < answer["detectedLanguage"]["confidence"] <= 100
-    status, answer = post_json(server.url + "/translate", {"q": LINES[:2], "source": "auto", "target": "de"})
-    assert answer["translatedText"] == [expected[line] for line in LINES[:2]]
+def test_auto_detects_each_texts_source_and_detect_ranks_every_language_it_knows(server, translator):
+    english = ["In the beginning God created the heaven and the earth.", "And God said, Let there be light."]
+    expected = offline(translator, english)
+    status, answer = post_json(server.url + "/translate", {"q": english[0], "source": "auto", "target": "de"})
+    assert status == 200 and answer["translatedText"] == expected[english[0]]
+    assert answer["detectedLanguage"]["language"] == "en" and 50 < answer["detectedLanguage"]["confidence"] <= 100
+    assert type(answer["detectedLanguage"]["confidence"]) is int  # as LibreTranslate's (a Kotlin client reads an Int)
+    status, answer = post_json(server.url + "/translate", {"q": english, "source": "auto", "target": "de"})
+    assert answer["translatedText"] == [expected[line] for line in english]
     assert [d["language"] for d in answer["detectedLanguage"]] == ["en", "en"]
-    status, ranking = post_form(server.url + "/detect", {"q": "Und Gott sprach: Es werde Licht! Und es ward Licht."})
-    assert status == 200 and [d["language"] for d in ranking] == ["de", "en"]
-    assert ranking[0]["confidence"] > ranking[1]["confidence"]
+    german = "Und Gott sprach: Es werde Licht! Und es ward Licht."
+    status, answer = post_json(server.url + "/translate", {"q": german, "source": "auto", "target": "de"})
+    assert status == 400 and answer["error"] == "German (de) is not available as a target language from German (de)"
+    status, ranking = post_form(server.url + "/detect", {"q": german})
+    assert status == 200 and ranking[0]["language"] == "de" and len(ranking) == 3
+    assert [d["confidence"] for d in ranking] == sorted((d["confidence"] for d in ranking), reverse=True)
 
 
 def test_a_libretranslate_client_written_elsewhere(server, translator):
@@ -468,9 +473,9 @@ class FailsOnBad(TorchBackend):
             join = self.decoder.join
             self.decoder.join = lambda keys, sentences: refuse_bad(sentences) or join(keys, sentences)
 
-    def translate(self, sentences: list[str], hypotheses: int = 1) -> list[list[str]]:
+    def translate(self, sentences: list[str], hypotheses: int = 1, beams: int | None = None) -> list[list[str]]:
         refuse_bad(sentences)
-        return super().translate(sentences, hypotheses)
+        return super().translate(sentences, hypotheses, beams)
 
 
 @pytest.mark.parametrize("batching", ["continuous", "batches"])
@@ -559,26 +564,45 @@ def expected_answer(expected: dict[str, str], lines_or_texts):
     return "\n".join(expected[line] for line in lines_or_texts)
 
 
+HOSTILE_MIX = [  # (body, status, the answer's text or, for a 400, a part of its error; None: any text)
+    (json.dumps({"q": "..[" + " ".join(["111"] * 1249) + "]", "source": "en", "target": "de"}).encode(), 200, None),
+    (json.dumps({"q": "y" * 4999, "source": "en", "target": "de"}).encode(), 200, None),
+    (json.dumps({"q": "😀🎉 🙂", "source": "en", "target": "de"}).encode(), 200, "😀🎉 🙂"),
+    (b'{"q": "\\ud800 Jesus wept.", "source": "en", "target": "de"}', 400, "lone surrogate"),
+    (b'{"q": ' + b"[" * 100_000 + b"]" * 100_000 + b', "source": "en", "target": "de"}', 400, "nested too deeply"),
+]
+
+
 def test_load_from_64_clients_loses_and_swaps_nothing(server, translator):
+    """500 ordinary requests of mixed kinds, and among them 10 long or hostile ones (2 of each of `HOSTILE_MIX`),
+    from 64 clients: each gets its own answer."""
     rng = random.Random(0)
     lines = sorted({english for english, _ in toy_pairs(rng, 300)})
     expected = offline(translator, lines)
     requests = mixed_requests(rng, 500, lines)
+    hostile = [(body, "json", status, ("hostile", answer)) for body, status, answer in HOSTILE_MIX * 2]
+    for number, hostile_request in enumerate(hostile):  # spread among the others
+        requests.insert(number * 26 + 3, hostile_request)
     started = time.monotonic()
     with ThreadPoolExecutor(64) as pool:
         answers = list(pool.map(lambda r: send(server.url, r[0], r[1]), requests))
     seconds = time.monotonic() - started
-    counts = {"ok": 0, "malformed answered 400": 0}
+    counts = {"ok": 0, "malformed answered 400": 0, "long or hostile": 0}
     for (_, _, status, lines_or_texts), (answered, answer) in zip(requests, answers, strict=True):
         assert answered == status, answer
-        if status == 200:
+        if lines_or_texts and lines_or_texts[0] == "hostile":
+            wanted = lines_or_texts[1]
+            text = answer["translatedText"] if status == 200 else answer["error"]
+            assert isinstance(text, str) and text and (wanted is None or wanted in text), answer
+            counts["long or hostile"] += 1
+        elif status == 200:
             assert answer == {"translatedText": expected_answer(expected, lines_or_texts)}
             counts["ok"] += 1
         else:
             assert list(answer) == ["error"]
             counts["malformed answered 400"] += 1
-    print(f"\n500 requests from 64 clients in {seconds:.1f} s: {counts}")
-    assert counts == {"ok": 480, "malformed answered 400": 20}
+    print(f"\n{len(requests)} requests from 64 clients in {seconds:.1f} s: {counts}")
+    assert counts == {"ok": 480, "malformed answered 400": 20, "long or hostile": 10}
 
 
 def queued_sentences(url: str) -> float:
@@ -820,6 +844,32 @@ def test_the_inference_endpoints_handler(run, translator, tmp_path):
     ]:
         with pytest.raises(ValueError, match=message):
             handler(data)
+
+
+def test_the_handler_under_concurrent_calls_uses_each_calls_own_beam(run, translator, monkeypatch):
+    """Two calls at once with different `num_beams`: each is decoded with its own beam (a handler that set
+    `backend.beams` per call let the second call's beam decode the first's text: the sentences are laid out
+    between the two, here slowed to 0.3 s so that the calls meet)."""
+    handler = handler_module.EndpointHandler(str(run / "final"), precision="fp32")
+    layout, beams_used = handler_module.layout, {}
+    translate = handler.translator.translate
+
+    def slow_layout(*args, **kwargs):
+        time.sleep(0.3)
+        return layout(*args, **kwargs)
+
+    def recorded(sentences, **options):
+        beams_used[sentences[0]] = options.get("num_beams")
+        return translate(sentences, **options)
+
+    monkeypatch.setattr(handler_module, "layout", slow_layout)
+    monkeypatch.setattr(handler.translator, "translate", recorded)
+    calls = [(LINES[0], 1), (LINES[2], 5)]
+    with ThreadPoolExecutor(2) as pool:
+        answers = list(pool.map(lambda call: handler({"inputs": call[0], "parameters": {"num_beams": call[1]}}), calls))
+    assert beams_used == {LINES[0]: 1, LINES[2]: 5}
+    assert answers[0] == [{"translation_text": translator.translate([LINES[0]], num_beams=1, progress=False)[0]}]
+    assert answers[1] == [{"translation_text": translator.translate([LINES[2]], num_beams=5, progress=False)[0]}]
 
 
 SERVE_ONLY = """

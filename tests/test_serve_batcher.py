@@ -297,3 +297,69 @@ def test_with_a_continuous_decoder_a_cancelled_request_leaves_its_batch():
 
     assert run(clients, model, decoder, batch_wait_ms=1) == ([["ereh llits#0"]], 0)
     assert len(decoder.steps) < 100 and decoder.steps[-1] == ["still here"]  # dropped long before its 400 steps
+
+
+def test_with_a_continuous_decoder_a_long_request_cannot_hold_the_batch_against_a_short_one():
+    """The `"y"*4999` case with a deterministic slow decoder: a request of 30 sentences of 40 words fills the token
+    budget (4 at a time: 40 steps a round, 8 rounds); a one-sentence request sent once it decodes joins the batch
+    at the next step (one of the long request's sentences leaves for the queue to make room) and is answered after
+    its own few steps, not after the long request's 320 steps. Both get every answer."""
+    model, decoder = StandIn(), StandInDecoder()
+    long_request = [f"long {n} " + "w " * 38 for n in range(30)]
+
+    async def clients(batcher):
+        long_work = asyncio.ensure_future(batcher.translate(long_request))
+        while len(decoder.steps) < 3:
+            await asyncio.sleep(0.001)
+        sent_at = len(decoder.steps)
+        short = await batcher.translate(["short one"])
+        answered_at = len(decoder.steps)
+        return short, await long_work, answered_at - sent_at
+
+    short, long_answers, steps_waited = run(clients, model, decoder, batch_wait_ms=1, max_tokens=170, cache_size=0)
+    assert short == [["eno trohs#0"]]
+    assert long_answers == [[f"{sentence[::-1]}#0"] for sentence in long_request]
+    assert steps_waited <= 5, steps_waited  # 2 steps of its own, and the one in progress when it came
+    for batch in decoder.steps:
+        assert sum(word_counts(batch)) <= 170  # the token budget holds throughout
+
+
+def test_requests_take_turns_in_the_batch():
+    """Two long requests sent together share the budget: from the first step, each holds half of the batch."""
+    model, decoder = StandIn(), StandInDecoder()
+    first, second = [f"first {n} " + "w " * 8 for n in range(12)], [f"second {n} " + "w " * 8 for n in range(12)]
+
+    async def clients(batcher):
+        return await asyncio.gather(batcher.translate(first), batcher.translate(second))
+
+    run(clients, model, decoder, batch_wait_ms=20, max_tokens=88, cache_size=0)
+    for batch in decoder.steps[:5]:
+        assert sorted(sentence.split()[0] for sentence in batch) == ["first"] * 4 + ["second"] * 4, batch
+
+
+def test_a_batcher_that_dies_fails_its_waiting_requests_and_says_why():
+    """A worker task that ends with an error (here the decoder's `drop`, called outside the model thread's
+    try) fails the sentences waiting for it at once, and later requests, rather than leaving them hanging."""
+
+    class DyingDecoder(StandInDecoder):
+        def drop(self, keys: set) -> None:
+            if keys:
+                raise MemoryError("the decoder is gone")
+
+    model, decoder = StandIn(), DyingDecoder()
+
+    async def clients(batcher):
+        gone = asyncio.ensure_future(batcher.translate(["gone " * 400]))
+        waiting = asyncio.ensure_future(batcher.translate(["waits " * 300]))
+        while not decoder.steps:
+            await asyncio.sleep(0.001)
+        gone.cancel()  # the next step drops it: the worker dies
+        failed = await asyncio.gather(waiting, return_exceptions=True)
+        later = await asyncio.gather(batcher.translate(["later"]), return_exceptions=True)
+        return failed[0], later[0], batcher.failure, batcher.outstanding
+
+    failed, later, failure, outstanding = run(clients, model, decoder, batch_wait_ms=1)
+    assert "MemoryError: the decoder is gone" in failure
+    assert isinstance(failed, RuntimeError) and failure in str(failed)
+    assert isinstance(later, RuntimeError) and failure in str(later)
+    assert outstanding == 0

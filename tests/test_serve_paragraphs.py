@@ -1,6 +1,8 @@
 """Paragraphs in, paragraphs out: sentences found and put back with the input's exact whitespace; over-long sentences
 cut at clause or word boundaries, never truncated; HTML markup kept byte for byte."""
 
+import time
+
 import pysbd
 import pytest
 from hypothesis import given, settings
@@ -85,13 +87,13 @@ def test_a_line_taken_whole_without_pysbd_is_one_sentence_for_pysbd(language, wo
 
 def test_plain_verses_are_taken_whole_and_the_others_go_to_pysbd(monkeypatch):
     asked = []
-    segmenter = paragraphs.segmenter
+    segment = paragraphs.SEGMENTER.segment
 
-    def watched(language):
-        asked.append(language)
-        return segmenter(language)
+    def watched(lines, language, deadline):
+        asked.extend(lines)
+        return segment(lines, language, deadline)
 
-    monkeypatch.setattr(paragraphs, "segmenter", watched)
+    monkeypatch.setattr(paragraphs.SEGMENTER, "segment", watched)
     for language, text in [
         ("en", "And God said, Let there be light: and there was light."),
         ("en", "He confessed, and didn't deny; he was God's servant!"),
@@ -182,4 +184,31 @@ def test_html_text_between_tags_is_given_unescaped():
         ("<script>", None),
         ("x()", None),
         ("</script>", None),
+    ]
+
+
+@pytest.mark.parametrize("groups", [7, 9, 30, 1249])
+def test_the_backtracking_family_is_split_in_well_under_a_second_and_kept_whole(groups):
+    """pysbd 0.3.4 takes 0.3 s on `..[111 111 111 111 111 111 111]` and about 8 times more for each further group
+    of digits (9 groups: 39 s measured); pysbd is given `SEGMENT_SECONDS`, then the line is cut at its
+    sentence-ending marks, and the next text is split by a fresh pysbd."""
+    text = "..[" + " ".join(["111"] * groups) + "] Then more. And more."
+    started = time.monotonic()
+    pieces = split_text(text, "en")
+    assert time.monotonic() - started < 0.9
+    assert "".join(piece.text for piece in pieces) == text
+    assert sentences(split_text("Let there be light. And there was light.", "en")) == [
+        "Let there be light.",
+        "And there was light.",
+    ]
+
+
+def test_a_line_pysbd_has_no_time_for_is_cut_at_its_sentence_ends(monkeypatch):
+    monkeypatch.setattr(paragraphs, "SEGMENT_SECONDS", 0.0)
+    assert sentences(split_text("Dr. Smith came. He left!  Did he? Yes", "en")) == [
+        "Dr.",
+        "Smith came.",
+        "He left!",
+        "Did he?",
+        "Yes",
     ]

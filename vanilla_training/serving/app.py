@@ -35,7 +35,12 @@ async def http_error(request: Request, error: StarletteHTTPException) -> JSONRes
 
 
 async def unexpected_error(request: Request, error: Exception) -> JSONResponse:
-    return JSONResponse({"error": f"Internal error: {type(error).__name__}: {error}"}, status_code=500)
+    """A 500, answered outside the CORS middleware (Starlette's outermost layer): with its header, for a page."""
+    return JSONResponse(
+        {"error": f"Internal error: {type(error).__name__}: {error}"},
+        status_code=500,
+        headers={"Access-Control-Allow-Origin": "*"},
+    )
 
 
 def create_app(

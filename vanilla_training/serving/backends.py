@@ -31,8 +31,8 @@ class Backend(Protocol):
     lanes: int  # batches it translates side by side, each called from a thread of its own
     batch_sentences: int | None  # the most sentences a batch should hold (None: as many as the token budget)
 
-    def translate(self, sentences: list[str], hypotheses: int = 1) -> list[list[str]]:
-        """The `hypotheses` best translations of each sentence, best first."""
+    def translate(self, sentences: list[str], hypotheses: int = 1, beams: int | None = None) -> list[list[str]]:
+        """The `hypotheses` best translations of each sentence, best first (with a beam of `beams`, if given)."""
         ...
 
 
@@ -61,9 +61,10 @@ class TorchBackend:
         batches = "continuous batching" if continuous else "batch by batch"
         self.description = f"torch {self.precision} on {translator.model.device}, {batches}"
 
-    def translate(self, sentences: list[str], hypotheses: int = 1) -> list[list[str]]:
+    def translate(self, sentences: list[str], hypotheses: int = 1, beams: int | None = None) -> list[list[str]]:
+        beams = beams or self.beams
         if hypotheses == 1:
-            options = {} if self.beams is None else {"num_beams": self.beams}
+            options = {} if beams is None else {"num_beams": beams}
             texts = self.translator.translate(sentences, max_tokens=10**9, progress=False, **options)
             return [[text] for text in texts]
         model, tokenizer = self.translator.model, self.translator.tokenizer
@@ -71,20 +72,35 @@ class TorchBackend:
         output = model.generate(
             **inputs,
             max_new_tokens=inputs["input_ids"].shape[1] + EXTRA_OUTPUT_LENGTH,
-            num_beams=beam_size(self.translator, hypotheses, self.beams),
+            num_beams=beam_size(self.translator, hypotheses, beams),
             num_return_sequences=hypotheses,
         )
         texts = tokenizer.batch_decode(output, skip_special_tokens=True)
         return [texts[i : i + hypotheses] for i in range(0, len(texts), hypotheses)]
 
 
+def local_folder(model: str) -> Path:
+    """The folder on this machine that holds `model`: itself, or for a Hub id the snapshot of the revision that was
+    loaded (the Hub cache's `snapshots/<commit>/`)."""
+    if Path(model).is_dir():
+        return Path(model)
+    from transformers.utils import cached_file
+
+    return Path(cached_file(model, "config.json")).parent
+
+
 def ct2_model_folder(translator: Translator, quantization: str, cache: Path) -> Path:
-    """The CTranslate2 export of the translator's model folder in `cache`, made on first use and reused while the
-    weights files stay the same (same paths, sizes and modification times)."""
-    folder = Path(translator.folder)
+    """The CTranslate2 export of the translator's model in `cache`, made on first use and reused while its folder
+    (for a Hub id, the revision's snapshot) and weights files stay the same (the files they lead to, with their
+    sizes and modification times)."""
+    folder = local_folder(translator.folder)
     weights = sorted(folder.glob("*.safetensors")) + sorted(folder.glob("*.bin"))
     identity = json.dumps(
-        [str(folder.resolve()), quantization, [(str(w), w.stat().st_size, w.stat().st_mtime_ns) for w in weights]]
+        [
+            str(folder.resolve()),
+            quantization,
+            [(str(w.resolve()), w.stat().st_size, w.stat().st_mtime_ns) for w in weights],
+        ]
     )
     destination = cache / hashlib.sha256(identity.encode()).hexdigest()[:16] / quantization
     if not (destination / "model.bin").is_file():
@@ -126,12 +142,12 @@ class CTranslate2Backend:
         self.description = f"ctranslate2 {quantization} on {self.device}"
         translator.model = translator.model.to("meta")  # the torch weights are not used again: free them
 
-    def translate(self, sentences: list[str], hypotheses: int = 1) -> list[list[str]]:
+    def translate(self, sentences: list[str], hypotheses: int = 1, beams: int | None = None) -> list[list[str]]:
         tokenizer = self.translator.tokenizer
         ids = tokenizer(sentences)["input_ids"]
         results = self.model.translate_batch(
             [tokenizer.convert_ids_to_tokens(row) for row in ids],
-            beam_size=beam_size(self.translator, hypotheses, self.beams),
+            beam_size=beam_size(self.translator, hypotheses, beams or self.beams),
             num_hypotheses=hypotheses,
             length_penalty=self.length_penalty,
             min_decoding_length=0,

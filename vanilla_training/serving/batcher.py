@@ -16,6 +16,7 @@ has gone is dropped from the queue before its batch is formed.
 import asyncio
 import collections
 import dataclasses
+import itertools
 import time
 from collections.abc import Callable
 from concurrent.futures import Executor
@@ -42,6 +43,7 @@ class Job:
     tokens: int
     future: asyncio.Future
     queued_at: float
+    request: int  # which `translate` call it came from
 
 
 def token_budget_batches(jobs: list[Job], max_tokens: int, max_sentences: int | None = None) -> list[list[Job]]:
@@ -104,10 +106,29 @@ class Batcher:
         self.outstanding = 0  # sentences queued or in a batch being translated
         self.arrived = asyncio.Event()
         self.worker: asyncio.Task | None = None
+        self.failure = ""  # why the worker stopped, if it did
+        self.requests = itertools.count()
 
     def start(self) -> None:
         """Starts the worker (in the running event loop)."""
         self.worker = asyncio.get_running_loop().create_task(self._work(), name=f"batcher {self.name}")
+        self.worker.add_done_callback(self._stopped)
+
+    def _stopped(self, worker: asyncio.Task) -> None:
+        """If the worker failed: records why, and fails the sentences waiting for it."""
+        if worker.cancelled() or worker.exception() is None:
+            return
+        error = worker.exception()
+        self.failure = f"the batcher stopped: {type(error).__name__}: {error}"
+        for job in self._waiting():
+            if not job.future.done():
+                job.future.set_exception(RuntimeError(self.failure))
+        self.pending.clear()
+        self._count(-self.outstanding)
+
+    def _waiting(self) -> list[Job]:
+        """Every sentence waiting for an answer."""
+        return list(self.pending)
 
     async def close(self) -> None:
         """Stops the worker once nothing is queued (the server has stopped taking requests)."""
@@ -134,6 +155,8 @@ class Batcher:
         self.metrics.sentences.labels(self.name, "cache").inc(len(sentences) - len(misses))
         if not misses:
             return answers
+        if self.failure:
+            raise RuntimeError(self.failure)
         if self.outstanding + len(misses) > self.settings.max_queue:
             self.metrics.rejected.labels(self.name).inc(len(misses))
             raise QueueFull(
@@ -141,10 +164,10 @@ class Batcher:
                 "waiting); try again shortly"
             )
         loop = asyncio.get_running_loop()
-        now = time.monotonic()
+        now, request = time.monotonic(), next(self.requests)
         tokens = self.count_tokens([sentences[i] for i in misses])
         jobs = [
-            Job(sentences[i], hypotheses, count, loop.create_future(), now)
+            Job(sentences[i], hypotheses, count, loop.create_future(), now, request)
             for i, count in zip(misses, tokens, strict=True)
         ]
         self.pending += jobs
@@ -275,6 +298,9 @@ class ContinuousBatcher(Batcher):
         self.decoder = decoder
         self.decoding: dict[int, Job] = {}  # the sentences in the decoder's batch, by id
 
+    def _waiting(self) -> list[Job]:
+        return [*self.pending, *self.decoding.values()]
+
     async def _work(self) -> None:
         """Forever: when the decoder is idle, gather (`_gather`); then, step after step, let waiting sentences join
         its batch while their source tokens fit in `max_tokens` (the first always fits), make one decoding step,
@@ -309,20 +335,50 @@ class ContinuousBatcher(Batcher):
                 await self._run(batch, hypotheses)
 
     def _admit(self) -> list[Job]:
-        """The waiting sentences that join the decoder's batch now, first come first: while their source tokens
-        and the batch's fit in `max_tokens`. Sentences of requests already gone are dropped."""
-        budget = self.settings.max_tokens - sum(job.tokens for job in self.decoding.values())
+        """The waiting sentences that join the decoder's batch now, the requests taking turns (see `fair_order`),
+        while their source tokens fit in `max_tokens` and in their request's share of it (`max_tokens` over the
+        requests in the batch or waiting; the first sentence always fits). A request with nothing in the batch does
+        not wait for another's sentences to finish: those of requests over their share leave the batch for the
+        queue, the latest to join first, until its first sentence fits (`_make_room`). Sentences of requests
+        already gone are dropped."""
+        held = collections.Counter()  # source tokens in the batch, by request
+        for job in self.decoding.values():
+            held[job.request] += job.tokens
+        live = [job for job in self.pending if not job.future.done()]
+        self._count(len(live) - len(self.pending))
+        share = self.settings.max_tokens / max(1, len(set(held) | {job.request for job in live}))
         joining, waiting = [], []
-        for job in self.pending:
-            if job.future.done():
-                self._count(-1)
-            elif not waiting and (job.tokens <= budget or not (self.decoding or joining)):
+        for job in fair_order(live, held):
+            budget = self.settings.max_tokens - sum(held.values())
+            if not held[job.request] and job.tokens > budget:
+                waiting += self._make_room(job.tokens - budget, held, share)
+                budget = self.settings.max_tokens - sum(held.values())
+            alone = not (self.decoding or joining)
+            if alone or (job.tokens <= budget and held[job.request] + job.tokens <= max(share, job.tokens)):
                 joining.append(job)
-                budget -= job.tokens
+                held[job.request] += job.tokens
             else:
                 waiting.append(job)
-        self.pending = waiting
+        self.pending = sorted(waiting, key=lambda job: job.queued_at)
         return joining
+
+    def _make_room(self, needed: int, held: collections.Counter, share: float) -> list[Job]:
+        """Takes sentences out of the decoder's batch, the latest to join first, from requests holding more than
+        `share` source tokens and more than one sentence, until `needed` tokens are free or there are no such
+        sentences; they are returned, to wait again (what they had decoded is lost). `held` is updated. A request
+        keeps a sentence in the batch, so that every one that joined goes on."""
+        sentences = collections.Counter(job.request for job in self.decoding.values())
+        leaving = []
+        for key, job in reversed(list(self.decoding.items())):
+            if needed <= 0:
+                break
+            if held[job.request] > share and sentences[job.request] > 1:
+                leaving.append(key)
+                held[job.request] -= job.tokens
+                sentences[job.request] -= 1
+                needed -= job.tokens
+        self.decoder.drop(set(leaving))
+        return [self.decoding.pop(key) for key in leaving]
 
     async def _join(self, jobs: list[Job]) -> None:
         """Adds `jobs` to the decoder's batch; if that fails, each is tried alone, so that only the sentence at
@@ -377,9 +433,28 @@ class ContinuousBatcher(Batcher):
         self._count(-len(done))
 
 
-def batcher_for(backend: Backend, executor: Executor, settings: ServeSettings, name: str, metrics: Metrics) -> Batcher:
+def fair_order(jobs: list[Job], held: collections.Counter) -> list[Job]:
+    """`jobs` with the requests taking turns: the first waiting sentence of each request, those holding the fewest
+    source tokens in the batch (`held`) first, then the second of each, and so on; first come first within a
+    request."""
+    rank = collections.Counter()
+    turns = []
+    for job in jobs:
+        turns.append((rank[job.request], held[job.request], job.queued_at, job.request))
+        rank[job.request] += 1
+    return [job for _, job in sorted(zip(turns, jobs, strict=True), key=lambda pair: pair[0])]
+
+
+def batcher_for(
+    backend: Backend,
+    executor: Executor,
+    settings: ServeSettings,
+    name: str,
+    metrics: Metrics,
+    count_tokens: Callable[[list[str]], list[int]],
+) -> Batcher:
     """The batcher of `backend`: its continuous decoder's where it has one, else batch by batch on its lanes."""
-    common = (backend.translate, backend.translator.token_counts, executor, settings, name, metrics)
+    common = (backend.translate, count_tokens, executor, settings, name, metrics)
     if backend.decoder is not None:
         return ContinuousBatcher(*common, decoder=backend.decoder)
     return BatchByBatch(*common, lanes=backend.lanes, batch_sentences=backend.batch_sentences)

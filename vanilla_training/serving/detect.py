@@ -1,28 +1,28 @@
-"""Language identification restricted to the languages a server translates, by py3langid (langid.py's
-naive Bayes model over byte n-grams: offline, 97 languages, a few MB)."""
+"""Language identification by py3langid (langid.py's naive Bayes model over byte n-grams: offline, 97 languages, a
+few MB), over every language it knows: what a text is written in, whether or not the server translates it."""
 
 from py3langid.langid import MODEL_FILE, LanguageIdentifier
 
+TOP = 3  # languages in an answer of /detect, as LibreTranslate gives
+
 
 class Detector:
-    """Ranks the `languages` that py3langid knows (ISO 639-1 codes) for a text; other languages are never guessed."""
+    """Ranks the languages py3langid knows (ISO 639-1 codes) for a text; `fallback` is the answer, with confidence
+    0, where nothing can be told (no letter or digit in the text)."""
 
-    def __init__(self, languages: list[str]):
+    def __init__(self, fallback: str = "en"):
         self.model = LanguageIdentifier.from_model_file(MODEL_FILE, norm_probs=True)
-        self.known = sorted(set(languages) & set(self.model.nb_classes))
-        self.fallback = sorted(languages)[0] if languages else "en"
-        if len(self.known) > 1:
-            self.model.set_languages(self.known)
+        self.fallback = fallback
 
-    def detect(self, text: str, among: set[str] | None = None) -> list[dict]:
-        """LibreTranslate's answer: [{"confidence": 0-100, "language": code}], most likely first, over the known
-        languages (those in `among`, if given); the first language with confidence 0 if none can be told (no
-        text, or no language known to the model)."""
-        known = [code for code in self.known if among is None or code in among]
-        if not text.strip() or not known:
-            return [{"confidence": 0.0, "language": known[0] if known else self.fallback}]
-        if len(self.known) == 1:
-            return [{"confidence": 100.0, "language": known[0]}]
-        ranking = [(code, float(p)) for code, p in self.model.rank(text) if code in known]
-        total = sum(p for _, p in ranking) or 1.0
-        return [{"confidence": round(p / total * 100, 1), "language": str(code)} for code, p in ranking]
+    def detect(self, text: str) -> list[dict]:
+        """LibreTranslate's answer: [{"confidence": 0-100 (a whole number), "language": code}], the `TOP` most
+        likely first, with the model's own probabilities (over all its languages)."""
+        if not translatable(text):
+            return [{"confidence": 0, "language": self.fallback}]
+        return [{"confidence": round(float(p) * 100), "language": str(code)} for code, p in self.model.rank(text)[:TOP]]
+
+
+def translatable(text: str) -> bool:
+    """Whether `text` holds anything to translate: a letter or a digit (not only whitespace, punctuation, symbols
+    or emoji, which LibreTranslate gives back as they are)."""
+    return any(character.isalnum() for character in text)

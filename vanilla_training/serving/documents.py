@@ -10,13 +10,20 @@ Layout = list[tuple[str, list[Piece] | None, Block | None]]  # (raw text, its se
 # kept as it is, its HTML block with the inline tags to put back)
 
 
-def layout(text: str, text_format: str, language: str, fits: Callable[[str], bool] | None = None) -> Layout:
-    """`text` cut into what is kept as it is (markup, in HTML) and text split into sentences (`split_text`); in HTML
-    a block's text is split with its inline tags taken out (`html_text.html_segments`)."""
+def layout(
+    text: str,
+    text_format: str,
+    language: str,
+    fits: Callable[[str], bool] | None = None,
+    deadline: float | None = None,
+) -> Layout:
+    """`text` cut into what is kept as it is (markup, in HTML) and text split into sentences (`split_text`, with
+    pysbd until `deadline`); in HTML a block's text is split with its inline tags taken out
+    (`html_text.html_segments`)."""
     if text_format != "html":
-        return [(text, split_text(text, language, fits), None)]
+        return [(text, split_text(text, language, fits, deadline), None)]
     return [
-        (raw, None if block is None else split_text(block.text, language, fits), block)
+        (raw, None if block is None else split_text(block.text, language, fits, deadline), block)
         for raw, block in html_segments(text)
     ]
 

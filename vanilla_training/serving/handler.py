@@ -11,6 +11,7 @@ and `target_lang` are checked against the model's languages where it records the
 """
 
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +33,7 @@ class EndpointHandler:
         self.translator = load_translator(path or ".")
         self.source = self.translator.languages[0] if self.translator.languages else "en"
         self.backend = TorchBackend(self.translator, precision, batching="batches")
+        self.lock = threading.Lock()  # one call at a time uses the tokenizer (padding for the model, not for `fits`)
 
     def __call__(self, data: dict[str, Any]) -> list[dict[str, Any]]:
         inputs = data.get("inputs") if isinstance(data, dict) else None
@@ -58,13 +60,13 @@ class EndpointHandler:
         beams = parameters.get("num_beams")
         if beams is not None and (not isinstance(beams, int) or isinstance(beams, bool) or beams < 1):
             raise ValueError('"num_beams" must be a whole number of at least 1')
-        self.backend.beams = beams
-        return [self._translate(text, text_format, alternatives + 1) for text in texts]
+        with self.lock:
+            return [self._translate(text, text_format, alternatives + 1, beams) for text in texts]
 
-    def _translate(self, text: str, text_format: str, hypotheses: int) -> dict[str, Any]:
+    def _translate(self, text: str, text_format: str, hypotheses: int, beams: int | None) -> dict[str, Any]:
         """One text's translation (and its alternatives when more than one hypothesis is asked for)."""
         parts = layout(text, text_format, self.source, self.translator.fits)
         batch = layout_sentences(parts)
-        results = self.backend.translate(batch, hypotheses) if batch else []
+        results = self.backend.translate(batch, hypotheses, beams) if batch else []
         best, alternatives = translated_versions(parts, results, text_format)
         return {"translation_text": best, **({"alternatives": alternatives} if hypotheses > 1 else {})}

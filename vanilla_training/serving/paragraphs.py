@@ -6,12 +6,22 @@ where pysbd has none); a line that plainly holds one sentence (`plain_sentence`)
 pysbd, which has nothing to split there and is the server's dearest step per request. A sentence longer than the
 model accepts is cut at the clause boundary (`,` `;` `:` and the like) nearest its middle, else at the space
 nearest its middle, else in the middle, until every piece fits: text is never dropped.
+
+pysbd's rules are regular expressions, some of which backtrack exponentially on some inputs (0.3.4:
+`..[111 111 111 ...]` doubles its time with each group of digits), and Python's `re` holds the GIL while it matches:
+pysbd runs in a process of its own (`BoundedSegmenter`), given `SEGMENT_SECONDS` for the lines of one call (a
+request's texts together); a line it has not split by then is split at its sentence-ending marks (`SENTENCE_END`,
+linear), and the process is replaced.
 """
 
 import dataclasses
 import functools
+import multiprocessing
 import re
+import threading
+import time
 from collections.abc import Callable
+from multiprocessing.connection import Connection
 
 import pysbd
 from pysbd.languages import LANGUAGE_CODES, Language
@@ -19,6 +29,9 @@ from pysbd.languages import LANGUAGE_CODES, Language
 CLAUSE_END = re.compile(r"[,;:\u3001\uff0c\uff1b\uff1a\u060c]\s+|[—–]\s*|\s+[—–-]\s+")
 SPACE = re.compile(r"\s+")
 LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)?")
+SENTENCE_END = re.compile(r"(?<=[.!?\u2026\u3002\uff01\uff1f\u061f\u0964])\s+")
+SEGMENT_SECONDS = 0.25  # pysbd's time for the lines of one call (a request's texts)
+START_SECONDS = 120.0  # the most a fresh pysbd process may take to start
 
 
 @dataclasses.dataclass(frozen=True)
@@ -50,12 +63,92 @@ def plain_sentence(language: str) -> re.Pattern:
     return re.compile(rf"{word}(?:[{pauses}]? {word})*[{pauses}]?(?:(?<={letter}{letter})[{marks}])?")
 
 
-def _sentences_of_line(line: str, language: str) -> list[Piece]:
-    """The sentences of one line (no line break inside) and the whitespace around and between them."""
+def serve_segments(connection: Connection) -> None:
+    """The pysbd process: says it is ready, then, for each (language, lines) it is sent, sends each line's
+    sentences as soon as they are found; it ends when its parent's end of the pipe closes."""
+    connection.send("ready")
+    while True:
+        try:
+            language, lines = connection.recv()
+        except EOFError:
+            return
+        for line in lines:
+            connection.send(segmenter(language).segment(line))
+
+
+class BoundedSegmenter:
+    """pysbd in a process of its own, one call at a time, given until a deadline for a call's lines: one that runs
+    over is killed and a fresh process started at once (its start, once awaited, does not count against the next
+    call's deadline)."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.process: multiprocessing.Process | None = None
+        self.connection: Connection | None = None
+        self.ready = False
+
+    def start(self) -> None:
+        """Starts the process (if it is not running) without waiting for it."""
+        if self.process is not None and self.process.is_alive():
+            return
+        context = multiprocessing.get_context("spawn")  # a fork would copy the server's threads' locks
+        self.connection, child = context.Pipe()
+        self.process = context.Process(target=serve_segments, args=(child,), name="pysbd", daemon=True)
+        self.process.start()
+        child.close()
+        self.ready = False
+
+    def _await_ready(self) -> float:
+        """Waits for the process to say it is ready; the seconds it took."""
+        started = time.monotonic()
+        if not self.ready:
+            if not self.connection.poll(START_SECONDS):
+                raise RuntimeError(f"the sentence splitter's process did not start in {START_SECONDS:.0f} s")
+            self.connection.recv()
+            self.ready = True
+        return time.monotonic() - started
+
+    def _restart(self) -> None:
+        self.process.kill()
+        self.process.join()
+        self.connection.close()
+        self.process = None
+        self.start()
+
+    def segment(self, lines: list[str], language: str, deadline: float) -> list[list[str] | None]:
+        """pysbd's sentences of each line, or None for the lines it has not split by `deadline` (time.monotonic)."""
+        found: list[list[str] | None] = []
+        with self.lock:
+            self.start()
+            deadline += self._await_ready()
+            self.connection.send((language, lines))
+            while len(found) < len(lines):
+                if not self.connection.poll(max(0.0, deadline - time.monotonic())):
+                    self._restart()  # still matching
+                    break
+                found.append(self.connection.recv())
+        return found + [None] * (len(lines) - len(found))
+
+
+SEGMENTER = BoundedSegmenter()
+
+
+def segment_lines(lines: list[str], language: str, deadline: float) -> list[list[str]]:
+    """The sentences of each line: pysbd's (see `BoundedSegmenter`) where it split the line by `deadline`, else
+    the line cut after each sentence-ending mark followed by whitespace."""
+    if not lines:
+        return []
+    found = SEGMENTER.segment(lines, language, deadline) if time.monotonic() < deadline else [None] * len(lines)
+    return [
+        SENTENCE_END.split(line) if found_in is None else found_in for line, found_in in zip(lines, found, strict=True)
+    ]
+
+
+def _sentences_of_line(line: str, found_sentences: list[str]) -> list[Piece]:
+    """The sentences of one line (no line break inside), as `found_sentences` says, and the whitespace around and
+    between them."""
     pieces: list[Piece] = []
     cursor = 0
-    content = line.strip()
-    found_sentences = [content] if plain_sentence(language).fullmatch(content) else segmenter(language).segment(line)
     for found in found_sentences:
         sentence = found.strip()
         if not sentence:
@@ -102,15 +195,21 @@ def split_long(sentence: str, fits: Callable[[str], bool]) -> list[Piece]:
     return split_long(sentence[:end], fits) + gap + split_long(sentence[start:], fits)
 
 
-def split_text(text: str, language: str, fits: Callable[[str], bool] | None = None) -> list[Piece]:
+def split_text(
+    text: str, language: str, fits: Callable[[str], bool] | None = None, deadline: float | None = None
+) -> list[Piece]:
     """`text` as sentences to translate and the whitespace between them: `"".join(p.text for p in pieces) == text`.
-    Line breaks always end a sentence; with `fits`, a sentence that does not fit is split (`split_long`)."""
+    Line breaks always end a sentence; a line that is not plainly one sentence (`plain_sentence`) goes to pysbd
+    until `deadline` (time.monotonic; `SEGMENT_SECONDS` from now if None: see `segment_lines`); with `fits`, a
+    sentence that does not fit is split (`split_long`)."""
+    deadline = time.monotonic() + SEGMENT_SECONDS if deadline is None else deadline
+    lines = [(line, line.rstrip("\r\n")) for line in LINE.findall(text) if line]
+    whole = [plain_sentence(language).fullmatch(content.strip()) is not None for _, content in lines]
+    asked = [content for (_, content), plain in zip(lines, whole, strict=True) if not plain]
+    found = iter(segment_lines(asked, language, deadline))
     pieces: list[Piece] = []
-    for line in LINE.findall(text):
-        if not line:
-            continue
-        content = line.rstrip("\r\n")
-        pieces += _sentences_of_line(content, language)
+    for (line, content), plain in zip(lines, whole, strict=True):
+        pieces += _sentences_of_line(content, [content.strip()] if plain else next(found))
         if len(content) < len(line):
             pieces.append(Piece(line[len(content) :], False))
     if fits is not None:

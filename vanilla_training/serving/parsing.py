@@ -13,6 +13,9 @@ from .settings import ServeSettings
 DRAIN_FACTOR = 8  # a body over the size limit is read (and dropped) up to this many times the limit
 LINE_END = re.compile(r"\r\n?")
 FORMATS = ("text", "html")
+# LibreTranslate's codes for Brazilian Portuguese and the two Chinese scripts, and the tags it answers for them,
+# read as the codes served here (as LibreTranslate falls back to pt for pb and to zh for zt where it lacks them).
+ALIASES = {"pb": "pt", "pt-br": "pt", "zh-hans": "zh", "zt": "zh", "zh-hant": "zh"}
 
 
 class ApiError(Exception):
@@ -62,11 +65,18 @@ def utf8(body: bytes) -> str:
 
 
 def json_fields(body: bytes) -> dict[str, Any]:
-    """The JSON object of `body`; ApiError 400 for a body that is not UTF-8 or not a JSON object."""
+    """The JSON object of `body`; ApiError 400 for a body that is not UTF-8, not a JSON object, nested deeper than
+    Python's recursion allows, or holding a lone surrogate (an escape such as \\ud800 that is half a character)."""
     try:
         fields = json.loads(utf8(body))
+        json.dumps(fields, ensure_ascii=False).encode("utf-8")
     except json.JSONDecodeError as error:
         raise ApiError(400, f"Invalid JSON format: {error.msg} at line {error.lineno} column {error.colno}") from None
+    except RecursionError:
+        raise ApiError(400, "Invalid JSON format: nested too deeply") from None
+    except UnicodeEncodeError as error:
+        surrogate = error.object[error.start : error.end].encode("unicode_escape").decode()
+        raise ApiError(400, f"Invalid JSON format: a lone surrogate ({surrogate}) is not a character") from None
     if not isinstance(fields, dict):
         raise ApiError(400, "Invalid JSON format")
     return fields
@@ -118,12 +128,21 @@ def alternatives_of(fields: dict[str, Any], settings: ServeSettings) -> int:
 
 
 def check_limits(texts: list[str], is_list: bool, settings: ServeSettings) -> None:
-    """The request's size against `batch_limit` and `char_limit`; ApiError 400 naming the limit."""
+    """The request's size against `batch_limit` (texts) and `char_limit` (characters, all texts together);
+    ApiError 400 naming the limit, in LibreTranslate's words."""
     if is_list and settings.batch_limit != -1 and len(texts) > settings.batch_limit:
         raise ApiError(400, f"Invalid request: request ({len(texts)}) exceeds text limit ({settings.batch_limit})")
-    for text in texts:
-        if settings.char_limit != -1 and len(text) > settings.char_limit:
-            raise ApiError(400, f"Invalid request: request ({len(text)}) exceeds text limit ({settings.char_limit})")
+    characters = sum(map(len, texts))
+    if settings.char_limit != -1 and characters > settings.char_limit:
+        raise ApiError(400, f"Invalid request: request ({characters}) exceeds text limit ({settings.char_limit})")
+
+
+def language_code(value: Any) -> Any:
+    """A language field as LibreTranslate reads it: lower-cased, its aliases (pt-BR, zh-Hans ...) mapped to the
+    code they stand for; anything else as it is."""
+    if not isinstance(value, str):
+        return value
+    return ALIASES.get(value.lower(), value.lower())
 
 
 def parse_translate(fields: dict[str, Any], is_json: bool, settings: ServeSettings, codes: list[str]) -> TranslateCall:
@@ -132,7 +151,7 @@ def parse_translate(fields: dict[str, Any], is_json: bool, settings: ServeSettin
         if not fields.get(name):
             raise ApiError(400, f"Invalid request: missing {name} parameter")
     q = texts_of(fields)
-    source, target = fields["source"], fields["target"]
+    source, target = language_code(fields["source"]), language_code(fields["target"])
     alternatives = alternatives_of(fields, settings)
     is_list = isinstance(q, list)
     texts = q if is_list else [q if is_json else LINE_END.sub("\n", q)]  # a form's line ends: \n

@@ -39,8 +39,8 @@ async def translate(request: Request, served: Served):
     call = parse_translate(fields, is_json, served.settings, served.codes)
     best, others, detected = await served.translate(call, request.is_disconnected)
     result: dict[str, Any] = {"translatedText": best if call.is_list else best[0]}
-    if detected is not None:
-        result["detectedLanguage"] = [detected] * len(call.texts) if call.is_list else detected
+    if call.source == "auto":
+        result["detectedLanguage"] = detected if call.is_list else detected[0]
     if call.alternatives > 0:
         result["alternatives"] = others if call.is_list else others[0]
     return JSONResponse(result)
@@ -51,7 +51,7 @@ async def translate(request: Request, served: Served):
     response_model=list[DetectedLanguage],
     responses=ERRORS,
     openapi_extra=body_schema(DetectRequest),
-    summary="Detect the language of a text (among the languages served)",
+    summary="Detect the language of a text (among all the detector knows, served or not)",
 )
 async def detect(request: Request, served: Served):
     fields, _ = await read_fields(request, served.settings.max_body_bytes)
@@ -64,8 +64,11 @@ async def languages(served: Served):
     return served.languages()
 
 
-@router.get("/health", summary="Whether the server is up")
-async def health():
+@router.get("/health", summary="Whether the server is up: 503 naming what has stopped otherwise")
+async def health(served: Served):
+    failures = served.failures()
+    if failures:
+        return JSONResponse({"status": "error", "error": "; ".join(failures)}, status_code=503)
     return {"status": "ok"}
 
 
