@@ -222,6 +222,19 @@ def test_a_translator_chooses_the_target_per_call(folder: Path) -> None:
         assert translator.translate(texts, target_lang=target, progress=False) == [say(s, target) for s in SENTENCES]
 
 
+def test_rows_of_every_direction_translate_in_their_order(folder: Path) -> None:
+    """`multilingual.translate_rows`, as training and evaluation score rows of many directions at once."""
+    translator = load_translator(folder)
+    rows = [(concepts, source, target) for concepts in SENTENCES for source, target in DIRECTIONS]
+    random.Random(3).shuffle(rows)
+    columns = {
+        "source": [say(concepts, source) for concepts, source, _ in rows],
+        "target_lang": [target for _, _, target in rows],
+    }
+    translations = multilingual.translate_rows(translator.model, translator.tokenizer, columns, progress=False)
+    assert translations == [say(concepts, target) for concepts, _, target in rows]
+
+
 def test_targets_encode_with_their_language_token_first(folder: Path) -> None:
     """`multilingual.encode` of rows of mixed directions equals the tokenizer's own target mode, row by row; a source
     has no language token; an unseen character still round-trips (byte fallback kept)."""

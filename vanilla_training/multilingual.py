@@ -28,10 +28,11 @@ from contextlib import closing
 from pathlib import Path
 
 import datasets
-from transformers import PreTrainedTokenizerBase
+from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from . import corpus
 from .corpus import SPLITS, Verse
+from .translator import translate
 
 RECIPE_VERSION = 1
 Direction = tuple[str, str]
@@ -222,3 +223,18 @@ def encode(tokenizer: PreTrainedTokenizerBase, rows: dict[str, list]) -> dict[st
         for language, ids in zip(rows["target_lang"], targets, strict=True)
     ]
     return {"input_ids": sources, "labels": labels}
+
+
+def translate_rows(
+    model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, rows: dict[str, list], **options
+) -> list[str]:
+    """The translation of each row's `source` into its `target_lang`, in the rows' order: `translator.translate`
+    (whose keyword `options` these are) once per target language, with its token as `forced_bos_token_id`."""
+    translations = [""] * len(rows["source"])
+    for language in dict.fromkeys(rows["target_lang"]):
+        indices = [i for i, target in enumerate(rows["target_lang"]) if target == language]
+        sources = [rows["source"][i] for i in indices]
+        texts = translate(model, tokenizer, sources, forced_bos_token_id=tokenizer.get_lang_id(language), **options)
+        for i, text in zip(indices, texts, strict=True):
+            translations[i] = text
+    return translations
