@@ -338,9 +338,9 @@ VERSIONS: dict[str, Version] = {
             "1934",
             Licence(
                 PUBLIC_DOMAIN,
-                WORLDWIDE,
+                "worldwide, as its distributors label it (eBible.org, CrossWire)",
                 source=_EBIBLE + "vie1934",
-                note="as its distributors label it (eBible.org, CrossWire); not by age: the complete Bible was "
+                note="not established here, and not by age: the complete Bible was "
                 "published in 1934 by the British and Foreign Bible Society and revised by one of its translators in "
                 "1954",
             ),
