@@ -61,8 +61,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="built-in corpus: SRC-TGT, two of its free languages in either direction (default: en-de; "
         "`vanilla-corpus --list-pairs` lists them)",
     )
-    data.add_argument("--source-lang", help="source column or language code (default: the first language of --pair)")
-    data.add_argument("--target-lang", help="target column or language code (default: the second language of --pair)")
+    data.add_argument(
+        "--source-lang",
+        help="the source column of --train-file or --dataset-name (default: the first language of --pair); on the "
+        "built-in corpus, --pair's own",
+    )
+    data.add_argument("--target-lang", help="the target column, likewise (default: the second language of --pair)")
     data.add_argument("--train-file", help="JSONL ({'translation': {src: ..., tgt: ...}} per line) or CSV")
     data.add_argument("--validation-file", help="needed with --train-file (same layouts)")
     data.add_argument("--test-file", help="optional; test BLEU and the model card need a test split")
