@@ -1,6 +1,7 @@
 """Paragraphs in, paragraphs out: sentences found and put back with the input's exact whitespace; over-long sentences
 cut at clause or word boundaries, never truncated; HTML markup kept byte for byte."""
 
+import threading
 import time
 
 import pysbd
@@ -89,9 +90,9 @@ def test_plain_verses_are_taken_whole_and_the_others_go_to_pysbd(monkeypatch):
     asked = []
     segment = paragraphs.SEGMENTER.segment
 
-    def watched(lines, language, deadline):
+    def watched(lines, language, budget):
         asked.extend(lines)
-        return segment(lines, language, deadline)
+        return segment(lines, language, budget)
 
     monkeypatch.setattr(paragraphs.SEGMENTER, "segment", watched)
     for language, text in [
@@ -212,3 +213,17 @@ def test_a_line_pysbd_has_no_time_for_is_cut_at_its_sentence_ends(monkeypatch):
         "Did he?",
         "Yes",
     ]
+
+
+def test_waiting_for_another_requests_turn_costs_no_budget():
+    """pysbd splits one request's lines at a time: a request that waits its turn longer than `SEGMENT_SECONDS`
+    still gets pysbd's split (`Dr.` kept with its name), not the fallback's."""
+    results = []
+    with paragraphs.SEGMENTER.lock:
+        waiting = threading.Thread(
+            target=lambda: results.append(sentences(split_text("Dr. Smith came. He left.", "en")))
+        )
+        waiting.start()
+        time.sleep(2 * paragraphs.SEGMENT_SECONDS)
+    waiting.join(timeout=60)
+    assert results == [["Dr. Smith came.", "He left."]]

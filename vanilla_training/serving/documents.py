@@ -4,7 +4,7 @@ translations: the best one, and alternatives made of every sentence's next-best 
 from collections.abc import Callable
 
 from .html_text import Block, html_segments, render_block
-from .paragraphs import Piece, rejoin, sentences, split_text
+from .paragraphs import Budget, Piece, rejoin, sentences, split_text
 
 Layout = list[tuple[str, list[Piece] | None, Block | None]]  # (raw text, its sentences and spacing or None if
 # kept as it is, its HTML block with the inline tags to put back)
@@ -15,15 +15,15 @@ def layout(
     text_format: str,
     language: str,
     fits: Callable[[str], bool] | None = None,
-    deadline: float | None = None,
+    budget: Budget | None = None,
 ) -> Layout:
     """`text` cut into what is kept as it is (markup, in HTML) and text split into sentences (`split_text`, with
-    pysbd until `deadline`); in HTML a block's text is split with its inline tags taken out
+    pysbd within `budget`); in HTML a block's text is split with its inline tags taken out
     (`html_text.html_segments`)."""
     if text_format != "html":
-        return [(text, split_text(text, language, fits, deadline), None)]
+        return [(text, split_text(text, language, fits, budget), None)]
     return [
-        (raw, None if block is None else split_text(block.text, language, fits, deadline), block)
+        (raw, None if block is None else split_text(block.text, language, fits, budget), block)
         for raw, block in html_segments(text)
     ]
 

@@ -30,7 +30,7 @@ CLAUSE_END = re.compile(r"[,;:\u3001\uff0c\uff1b\uff1a\u060c]\s+|[—–]\s*|\s+
 SPACE = re.compile(r"\s+")
 LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)?")
 SENTENCE_END = re.compile(r"(?<=[.!?\u2026\u3002\uff01\uff1f\u061f\u0964])\s+")
-SEGMENT_SECONDS = 0.25  # pysbd's time for the lines of one call (a request's texts)
+SEGMENT_SECONDS = 0.25  # pysbd's time for the lines of a request's texts
 START_SECONDS = 120.0  # the most a fresh pysbd process may take to start
 
 
@@ -76,10 +76,17 @@ def serve_segments(connection: Connection) -> None:
             connection.send(segmenter(language).segment(line))
 
 
+@dataclasses.dataclass
+class Budget:
+    """The time pysbd may still take for one request's texts: its own time, not the time spent waiting for
+    another request's turn or for a fresh process to start."""
+
+    seconds: float = dataclasses.field(default_factory=lambda: SEGMENT_SECONDS)
+
+
 class BoundedSegmenter:
-    """pysbd in a process of its own, one call at a time, given until a deadline for a call's lines: one that runs
-    over is killed and a fresh process started at once (its start, once awaited, does not count against the next
-    call's deadline)."""
+    """pysbd in a process of its own, one call at a time, given what is left of a request's `Budget` for a call's
+    lines: one that runs over is killed and a fresh process started at once."""
 
     def __init__(self):
         self.lock = threading.Lock()
@@ -98,15 +105,13 @@ class BoundedSegmenter:
         child.close()
         self.ready = False
 
-    def _await_ready(self) -> float:
-        """Waits for the process to say it is ready; the seconds it took."""
-        started = time.monotonic()
+    def _await_ready(self) -> None:
+        """Waits for the process to say it is ready."""
         if not self.ready:
             if not self.connection.poll(START_SECONDS):
                 raise RuntimeError(f"the sentence splitter's process did not start in {START_SECONDS:.0f} s")
             self.connection.recv()
             self.ready = True
-        return time.monotonic() - started
 
     def _restart(self) -> None:
         self.process.kill()
@@ -115,33 +120,34 @@ class BoundedSegmenter:
         self.process = None
         self.start()
 
-    def segment(self, lines: list[str], language: str, deadline: float) -> list[list[str] | None]:
-        """pysbd's sentences of each line, or None for the lines it has not split by `deadline` (time.monotonic)."""
+    def segment(self, lines: list[str], language: str, budget: Budget) -> list[list[str] | None]:
+        """pysbd's sentences of each line, or None for the lines it has not split within `budget` (which is
+        charged with the time it took)."""
         found: list[list[str] | None] = []
         with self.lock:
             self.start()
-            deadline += self._await_ready()
+            self._await_ready()
+            started = time.monotonic()
             self.connection.send((language, lines))
             while len(found) < len(lines):
-                if not self.connection.poll(max(0.0, deadline - time.monotonic())):
+                if not self.connection.poll(max(0.0, budget.seconds - (time.monotonic() - started))):
                     self._restart()  # still matching
                     break
                 found.append(self.connection.recv())
+            budget.seconds -= time.monotonic() - started
         return found + [None] * (len(lines) - len(found))
 
 
 SEGMENTER = BoundedSegmenter()
 
 
-def segment_lines(lines: list[str], language: str, deadline: float) -> list[list[str]]:
-    """The sentences of each line: pysbd's (see `BoundedSegmenter`) where it split the line by `deadline`, else
+def segment_lines(lines: list[str], language: str, budget: Budget) -> list[list[str]]:
+    """The sentences of each line: pysbd's (see `BoundedSegmenter`) where it split the line within `budget`, else
     the line cut after each sentence-ending mark followed by whitespace."""
     if not lines:
         return []
-    found = SEGMENTER.segment(lines, language, deadline) if time.monotonic() < deadline else [None] * len(lines)
-    return [
-        SENTENCE_END.split(line) if found_in is None else found_in for line, found_in in zip(lines, found, strict=True)
-    ]
+    found = SEGMENTER.segment(lines, language, budget) if budget.seconds > 0 else [None] * len(lines)
+    return [SENTENCE_END.split(line) if split is None else split for line, split in zip(lines, found, strict=True)]
 
 
 def _sentences_of_line(line: str, found_sentences: list[str]) -> list[Piece]:
@@ -196,17 +202,17 @@ def split_long(sentence: str, fits: Callable[[str], bool]) -> list[Piece]:
 
 
 def split_text(
-    text: str, language: str, fits: Callable[[str], bool] | None = None, deadline: float | None = None
+    text: str, language: str, fits: Callable[[str], bool] | None = None, budget: Budget | None = None
 ) -> list[Piece]:
     """`text` as sentences to translate and the whitespace between them: `"".join(p.text for p in pieces) == text`.
     Line breaks always end a sentence; a line that is not plainly one sentence (`plain_sentence`) goes to pysbd
-    until `deadline` (time.monotonic; `SEGMENT_SECONDS` from now if None: see `segment_lines`); with `fits`, a
+    within `budget` (`SEGMENT_SECONDS` if None: see `segment_lines`); with `fits`, a
     sentence that does not fit is split (`split_long`)."""
-    deadline = time.monotonic() + SEGMENT_SECONDS if deadline is None else deadline
+    budget = Budget() if budget is None else budget
     lines = [(line, line.rstrip("\r\n")) for line in LINE.findall(text) if line]
     whole = [plain_sentence(language).fullmatch(content.strip()) is not None for _, content in lines]
     asked = [content for (_, content), plain in zip(lines, whole, strict=True) if not plain]
-    found = iter(segment_lines(asked, language, deadline))
+    found = iter(segment_lines(asked, language, budget))
     pieces: list[Piece] = []
     for (line, content), plain in zip(lines, whole, strict=True):
         pieces += _sentences_of_line(content, [content.strip()] if plain else next(found))

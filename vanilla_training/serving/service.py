@@ -7,7 +7,6 @@ import asyncio
 import copy
 import dataclasses
 import threading
-import time
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 
@@ -20,7 +19,7 @@ from .detect import Detector, translatable
 from .documents import Layout, layout, layout_sentences, translated_versions
 from .files import FileStore
 from .metrics import Metrics
-from .paragraphs import SEGMENT_SECONDS, SEGMENTER
+from .paragraphs import SEGMENTER, Budget
 from .parsing import ApiError, TranslateCall
 from .settings import ServeSettings
 
@@ -145,16 +144,14 @@ class Service:
         return pair, detected
 
     def lay_out(self, call: TranslateCall) -> list[Text]:
-        """Each text of `call` with its pair and sentences (pysbd given `SEGMENT_SECONDS` for them all); ApiError
+        """Each text of `call` with its pair and sentences (pysbd given one `paragraphs.Budget` for them all); ApiError
         400 for a text no model translates, or sentences over the sentence limit or the queue's size."""
-        deadline = time.monotonic() + SEGMENT_SECONDS
+        budget = Budget()
         texts = []
         for text in call.texts:
             pair, detected = self.pair_for(text, call.source, call.target)
             parts = (
-                [(text, None, None)]
-                if pair is None
-                else layout(text, call.text_format, pair.source, pair.fits, deadline)
+                [(text, None, None)] if pair is None else layout(text, call.text_format, pair.source, pair.fits, budget)
             )
             texts.append(Text(text, pair, parts, detected))
         count = sum(len(layout_sentences(text.parts)) for text in texts)
