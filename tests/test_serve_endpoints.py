@@ -66,9 +66,11 @@ def default_server(translator):  # noqa: F811 (the fixture imported above)
         yield server
 
 
-def web_page_file_upload(url: str, filename: str, data: bytes, api_key: str = "") -> tuple[int, dict]:
+def web_page_file_upload(
+    url: str, filename: str, data: bytes, api_key: str = "", source: str = "en", target: str = "de"
+) -> tuple[int, dict]:
     """POST /translate_file as LibreTranslate's page sends it (FormData: file, source, target, api_key)."""
-    body, headers = multipart({"source": "en", "target": "de", "api_key": api_key}, {"file": (filename, data)})
+    body, headers = multipart({"source": source, "target": target, "api_key": api_key}, {"file": (filename, data)})
     return as_json(call(url + "/translate_file", body, headers))
 
 
@@ -154,6 +156,14 @@ def test_the_php_client_translates_an_html_file_and_a_docx_file(default_server, 
 def test_a_file_over_the_limit_or_of_another_format_is_refused(default_server, filename, data, status, message):
     answered, answer = web_page_file_upload(default_server.url, filename, data)
     assert answered == status and message in answer["error"]
+
+
+def test_file_languages_are_read_as_translates_are(default_server):
+    assert web_page_file_upload(default_server.url, "a.txt", b"one", source="EN", target="De")[0] == 200
+    assert web_page_file_upload(default_server.url, "a.txt", b"one", source="xx") == (
+        400,
+        {"error": "xx is not supported"},
+    )
 
 
 def test_a_form_without_a_file_or_not_a_form_is_refused(default_server):

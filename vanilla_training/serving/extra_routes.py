@@ -12,7 +12,7 @@ from fastapi.responses import JSONResponse, Response
 from starlette.datastructures import UploadFile
 
 from .files import FORMATS, DocumentError, read_document
-from .parsing import ApiError, TranslateCall, read_body, read_fields
+from .parsing import ApiError, TranslateCall, language_code, read_body, read_fields
 from .routes import Served
 from .service import language_name
 
@@ -57,7 +57,7 @@ async def file_fields(request: Request, limit: int) -> tuple[dict[str, Any], Upl
 def file_call(fields: dict[str, Any], texts: list[str], text_format: str, served: Served) -> TranslateCall:
     """A file's translation as a `TranslateCall`: its languages checked, and its characters, all texts together,
     against `--char-limit`."""
-    source, target = fields.get("source"), fields.get("target")
+    source, target = language_code(fields.get("source")), language_code(fields.get("target"))
     for name, value in (("source", source), ("target", target)):
         if not value:
             raise ApiError(400, f"Invalid request: missing {name} parameter")
