@@ -36,6 +36,7 @@ HANDLER_MODULES = (
     "modeling_vanilla/gnmt_beam_search.py",
     "modeling_vanilla/modeling_vanilla.py",
     "modeling_vanilla/pipeline_vanilla.py",
+    "modeling_vanilla/tokenization_vanilla.py",
     "vanilla_training/__init__.py",
     "vanilla_training/batching.py",
     "vanilla_training/precision.py",
