@@ -46,8 +46,8 @@ def test_every_section_names_the_test_that_checks_it_and_every_reference_resolve
 
 @pytest.mark.slow
 def test_the_notebook_runs_top_to_bottom_in_fast_mode(monkeypatch):
-    """About 4 minutes on 2 cores (notebooks/README.md): its toy trains for about a minute, and its English-German
-    model for one minute where runs/demo holds no model."""
+    """Two minutes on 2 cores from a fresh clone (notebooks/README.md): its toy trains for half a minute, and its
+    English-German model for one minute where runs/demo holds no model."""
     if os.environ.get("VANILLA_SKIP_CORPUS_TESTS") == "1":
         pytest.skip("VANILLA_SKIP_CORPUS_TESTS=1: the notebook's last section builds the real corpus")
     monkeypatch.setenv("VANILLA_NOTEBOOK_FAST", "1")
