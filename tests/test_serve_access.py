@@ -3,6 +3,7 @@ mandatory only when asked (--require-api-key-origin, --under-attack), a wrong ke
 moving window answering 429 with Retry-After; /metrics behind its own token."""
 
 import argparse
+import time
 
 import pytest
 
@@ -83,3 +84,17 @@ def test_metrics_token_is_needed_only_where_set():
         with pytest.raises(ApiError) as caught:
             check_metrics_token(authorization, "s3cret")
         assert (caught.value.status, caught.value.message) == (401, "Unauthorized")
+
+
+def test_the_window_moves_with_each_request_and_retry_after_says_when_the_oldest_leaves(monkeypatch):
+    clock = [1_000_000.0]
+    monkeypatch.setattr(time, "time", lambda: clock[0])
+    access = Access(ServeSettings(req_limit=2))
+    for now in (0, 30):
+        clock[0] = 1_000_000.0 + now
+        assert refused(access) is None
+    clock[0] = 1_000_045.0
+    assert refused(access)[2] == {"Retry-After": "15"}  # the request of second 0 leaves the window at second 60
+    clock[0] = 1_000_061.0  # a fixed window would start afresh here and let two through
+    assert refused(access) is None
+    assert refused(access)[2] == {"Retry-After": "29"}  # the request of second 30 is still in the window
