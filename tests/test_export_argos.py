@@ -29,6 +29,7 @@ from vanilla_training.corpus import (
 from vanilla_training.tokenizer import BYTE_TOKENS, SPECIAL_TOKENS, train_joint_bpe
 
 from helpers import toy_run_args, write_toy_corpus
+from hub_server import FakeHub
 
 sentencepiece = pytest.importorskip("sentencepiece")
 pytest.importorskip("ctranslate2")
@@ -202,3 +203,20 @@ def test_bad_arguments_are_named(run: Path, tmp_path: Path, capsys: pytest.Captu
         with pytest.raises(SystemExit):
             main(argv)
         assert message in capsys.readouterr().err
+
+
+def test_a_model_on_the_hub_is_packaged(run: Path, tmp_path: Path) -> None:
+    """A Hub id in (the run pushed by `vanilla-push` to a local Hub-compatible server), a package out."""
+    root = Path(__file__).resolve().parents[1]
+    with FakeHub(tmp_path / "hub") as hub:
+        env = {**hub.env(tmp_path / "home"), "OMP_NUM_THREADS": "1"}
+        commands = [
+            ["vanilla_training.cli.push", "--model-dir", str(run / "final"), "--repo-id", "someone/en-de"],
+            ["modeling_vanilla.export_argos", "someone/en-de", str(tmp_path / "hub.argosmodel")],
+        ]
+        for command in commands:
+            done = subprocess.run([sys.executable, "-m", *command], capture_output=True, text=True, env=env, cwd=root)
+            assert done.returncode == 0, done.stderr[-3000:]
+    with zipfile.ZipFile(tmp_path / "hub.argosmodel") as archive:
+        metadata = json.loads(archive.read("translate-en_de/metadata.json"))
+    assert (metadata["from_code"], metadata["to_code"]) == ("en", "de")
