@@ -29,7 +29,6 @@ import tempfile
 import zipfile
 from pathlib import Path
 
-import sentencepiece
 from huggingface_hub import snapshot_download
 from transformers import AutoTokenizer
 
@@ -38,7 +37,6 @@ from vanilla_training.corpus import build_corpus
 from vanilla_training.translator import RESULTS, model_folder, recorded_languages
 
 from .export_ctranslate2 import QUANTIZATIONS, VanillaConverter
-from .sentencepiece_bpe import differences, sentencepiece_model
 
 PACKAGE_VERSION = "1.0"
 ARGOS_VERSION = "1.9"  # the package layout of argos-translate 1.9 on (LibreTranslate's argos-translate-lt 1.12)
@@ -75,8 +73,14 @@ def texts_to_check(results: dict, languages: tuple[str, str]) -> list[str]:
     return [text for example in results["test"]["examples"] for text in (example["source"], example["reference"])]
 
 
-def check_tokenizer(folder: Path, model: bytes, texts: list[str]) -> None:
-    """ValueError naming the first of `texts` that the SentencePiece `model` splits otherwise than the tokenizer."""
+def sentencepiece_of(folder: Path, texts: list[str]) -> bytes:
+    """The SentencePiece model of the tokenizer in `folder`, checked to split every one of `texts` as the tokenizer
+    does; ValueError naming the first text split otherwise, or why the tokenizer has no SentencePiece equivalent."""
+    import sentencepiece  # the argos extra, imported here so that `vanilla-export-argos --help` runs without it
+
+    from .sentencepiece_bpe import differences, sentencepiece_model
+
+    model = sentencepiece_model(folder / "tokenizer.json")
     processor = sentencepiece.SentencePieceProcessor(model_proto=model)
     differing = differences(AutoTokenizer.from_pretrained(folder), processor, texts)
     if differing:
@@ -85,6 +89,7 @@ def check_tokenizer(folder: Path, model: bytes, texts: list[str]) -> None:
             f"the SentencePiece model splits {len(differing)} of {len(texts)} test texts otherwise than the "
             f"tokenizer, e.g. {text!r}: {ours} against {theirs}; no package is written"
         )
+    return model
 
 
 def blank_spacy(language: str, destination: Path) -> str:
@@ -119,8 +124,7 @@ def readme(folder: Path, languages: tuple[str, str], spacy_language: str, quanti
 def build_package(folder: Path, root: Path, languages: tuple[str, str], quantization: str) -> None:
     """Writes the package's files for the model in `folder` into the empty folder `root`."""
     results = json.loads((folder / RESULTS).read_text(encoding="utf-8"))
-    tokenizer = sentencepiece_model(folder / "tokenizer.json")
-    check_tokenizer(folder, tokenizer, texts_to_check(results, languages))
+    tokenizer = sentencepiece_of(folder, texts_to_check(results, languages))
     ArgosConverter(folder).convert(str(root / "model"), quantization=quantization)
     (root / "sentencepiece.model").write_bytes(tokenizer)
     spacy_language = blank_spacy(languages[0], root / "spacy")
@@ -185,6 +189,8 @@ def main(argv: list[str] | None = None) -> None:
         parser.error(f"{args.destination}: the package's name must end in .argosmodel")
     try:
         print(export_argos(args.model, args.destination, args.quantization))
+    except ImportError as error:
+        parser.error(f"the argos extra is needed (pip install 'vanilla-transformer[argos]'): {error}")
     except (ValueError, FileExistsError, FileNotFoundError) as error:
         parser.error(str(error))
 

@@ -34,7 +34,7 @@ from hub_server import FakeHub
 sentencepiece = pytest.importorskip("sentencepiece")
 pytest.importorskip("ctranslate2")
 pytest.importorskip("spacy")
-from modeling_vanilla.export_argos import check_tokenizer, export_argos, main  # noqa: E402
+from modeling_vanilla.export_argos import export_argos, main, sentencepiece_of  # noqa: E402
 from modeling_vanilla.sentencepiece_bpe import differences, sentencepiece_model  # noqa: E402
 
 pytestmark = pytest.mark.slow  # a toy training run (about 20 s) and argos in a process of its own
@@ -100,7 +100,7 @@ def test_a_tokenizer_that_sentencepiece_splits_otherwise_is_refused(tmp_path: Pa
     processor = saved(tokenizer, tmp_path)
     assert differences(tokenizer, processor, ["abc", "ab", "ac"]) == [("abc", ["▁a", "bc"], ["▁abc"])]
     with pytest.raises(ValueError, match=r"splits 1 of 2 test texts otherwise .*'abc': \['▁a', 'bc'\] against"):
-        check_tokenizer(tmp_path, sentencepiece_model(tmp_path / "tokenizer.json"), ["ab", "abc"])
+        sentencepiece_of(tmp_path, ["ab", "abc"])
 
 
 def test_a_tokenizer_without_byte_fallback_is_refused(tmp_path: Path) -> None:

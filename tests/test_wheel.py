@@ -125,6 +125,7 @@ COMMANDS = [
     "vanilla-show-positional-encoding",
     "vanilla-convert-marian",
     "vanilla-export-ct2",
+    "vanilla-export-argos",
     "vanilla-serve",
     "vanilla-corpus",
 ]
