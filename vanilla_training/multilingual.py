@@ -32,10 +32,13 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from . import corpus
 from .corpus import SPLITS, Verse
+from .evaluation import corpus_bleu, corpus_chrf
 from .translator import translate
 
 RECIPE_VERSION = 1
 Direction = tuple[str, str]
+# The columns of a split of many directions: what `direction_rows` writes, and what the user's files must hold.
+COLUMNS = ("source_lang", "target_lang", "source", "target")
 
 
 def parse_languages(spec: str) -> list[str]:
@@ -204,6 +207,59 @@ def load_multilingual_corpus(
         "test": direction_rows(verses["test"], pairs, bounds),
     }
     return datasets.DatasetDict({split: datasets.Dataset.from_list(split_rows) for split, split_rows in rows.items()})
+
+
+def training_splits(
+    languages: Sequence[str], leave_out: Sequence[Direction] = (), per_verse: int | None = None, seed: int = 0
+) -> datasets.DatasetDict:
+    """`load_multilingual_corpus` of every direction but `leave_out` for training and validation, and a test split of
+    every direction, the left-out ones included (a zero-shot probe scores them)."""
+    splits = load_multilingual_corpus(languages, directions(languages, leave_out), per_verse, seed)
+    if leave_out:
+        splits["test"] = load_multilingual_corpus(languages)["test"]
+    return splits
+
+
+def check_rows(
+    splits: datasets.DatasetDict, languages: Sequence[str], leave_out: Sequence[Direction] = ()
+) -> datasets.DatasetDict:
+    """The user's splits of many directions, checked: the columns `COLUMNS` and no language outside `languages`
+    (ValueError naming the problem); rows of a `leave_out` direction dropped from train and validation."""
+    for split, rows in splits.items():
+        if missing := [column for column in COLUMNS if column not in rows.column_names]:
+            raise ValueError(
+                f"the {split} data of a multilingual run needs the columns {', '.join(COLUMNS)}; it lacks "
+                f"{', '.join(missing)}"
+            )
+        found = set(rows.unique("source_lang")) | set(rows.unique("target_lang"))
+        if unknown := sorted(found - set(languages)):
+            raise ValueError(f"the {split} data has languages {unknown} outside --languages {','.join(languages)}")
+    if not leave_out:
+        return splits
+    left_out = {f"{source}-{target}" for source, target in leave_out}
+    for split in ("train", "validation"):
+        splits[split] = splits[split].filter(lambda row: f"{row['source_lang']}-{row['target_lang']}" not in left_out)
+    return splits
+
+
+def score_directions(rows: dict[str, list], predictions: list[str]) -> dict[str, dict]:
+    """BLEU (with the target's tokenizer, `evaluation.bleu_tokenizer`) and chrF of `predictions` of `rows`, by
+    direction ("de-fr"), in the order of the directions' first rows."""
+    by_direction: dict[str, list[int]] = {}
+    for i, (source, target) in enumerate(zip(rows["source_lang"], rows["target_lang"], strict=True)):
+        by_direction.setdefault(f"{source}-{target}", []).append(i)
+    scores = {}
+    for direction, indices in by_direction.items():
+        predicted, references = [predictions[i] for i in indices], [rows["target"][i] for i in indices]
+        bleu, chrf = corpus_bleu(predicted, references, direction.split("-")[1]), corpus_chrf(predicted, references)
+        scores[direction] = {
+            "bleu": round(bleu["score"], 2),
+            "signature": bleu["signature"],
+            "chrf": round(chrf["score"], 2),
+            "chrf_signature": chrf["signature"],
+            "sentences": len(indices),
+        }
+    return scores
 
 
 def tokenizer_texts(train: list[dict]) -> Iterator[str]:

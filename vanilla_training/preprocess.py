@@ -21,6 +21,7 @@ import pyarrow.compute as pc
 from datasets.fingerprint import Hasher
 from transformers import AutoTokenizer, PreTrainedTokenizerBase
 
+from . import multilingual
 from .corpus import load_corpus
 from .tokenizer import train_joint_bpe
 
@@ -179,11 +180,16 @@ def tokenize(
 ) -> datasets.Dataset:
     """`input_ids`, `labels` and `length` (the longer side) of every pair, in the split's order, computed by
     `num_proc` processes; pairs with an empty side or longer than `max_length` tokens are left out, and counted
-    aloud. The result is cached under a key of the split, the tokenizer and the languages."""
+    aloud. The result is cached under a key of the split, the tokenizer and the languages. A split of many directions
+    (`multilingual.COLUMNS`) is encoded by `multilingual.encode`, each target after its language's token."""
+    many_directions = "target_lang" in split.column_names
 
     def encode(batch: dict[str, list]) -> dict[str, list]:
-        sources, targets = sides(batch, source, target)
-        encoded = tokenizer(sources, text_target=targets)
+        if many_directions:
+            sources, targets, encoded = batch["source"], batch["target"], multilingual.encode(tokenizer, batch)
+        else:
+            sources, targets = sides(batch, source, target)
+            encoded = tokenizer(sources, text_target=targets)
         return {
             "input_ids": encoded["input_ids"],
             "labels": encoded["labels"],
@@ -258,6 +264,12 @@ class DataSource:
     dataset_name: str | None = None
     dataset_config: str | None = None
     versions: str = "one"
+    # A multilingual run (`--languages`): its languages, the directions left out of training and validation (a
+    # zero-shot probe: still tested), and `multilingual.direction_rows`'s sampling rule and seed.
+    languages: tuple[str, ...] = ()
+    leave_out: tuple[tuple[str, str], ...] = ()
+    directions_per_verse: int | None = None
+    seed: int = 0
 
     @property
     def built_in(self) -> bool:
@@ -265,8 +277,19 @@ class DataSource:
         return not self.files and not self.dataset_name
 
     def load_splits(self) -> datasets.DatasetDict:
+        if self.languages:
+            if self.files:
+                return multilingual.check_rows(load_splits(self.pair, self.files), self.languages, self.leave_out)
+            return multilingual.training_splits(self.languages, self.leave_out, self.directions_per_verse, self.seed)
         return load_splits(self.pair, self.files, self.dataset_name, self.dataset_config, self.versions)
 
     def origin(self) -> dict:
         """Where the data comes from, for the model card."""
-        return data_origin(self.pair, self.files, self.dataset_name, self.dataset_config, self.versions)
+        origin = data_origin(self.pair, self.files, self.dataset_name, self.dataset_config, self.versions)
+        if not self.languages:
+            return origin
+        origin.pop("pair", None)
+        left_out = {"left_out": [f"{source}-{target}" for source, target in self.leave_out]}
+        if self.built_in:
+            return {**origin, "directions_per_verse": self.directions_per_verse, **left_out}
+        return {**origin, **left_out}

@@ -157,6 +157,31 @@ RECIPES = {
     ),
     # The paper's base model (Table 3) with ~25k target tokens per step (section 5.1; 4096 x 6 accumulated on one
     # device: divide gradient_accumulation_steps by the number of processes).
+    # One model for many directions of the built-in corpus (`vanilla-train --languages ...`, issue 52), in at most two
+    # hours on 2 CPU cores: the "small" size (d_model 256, 3 + 3 layers) with dropout 0.1 and half of equation 3's rate
+    # (the rate that trains pairs outside the Latin script), a 16,000-token joint vocabulary (tokens per test verse
+    # 1.14-1.24x each language's own 8,000-token tokenizer's over the 12 free languages, against 1.32-1.50x at 8,000:
+    # benchmarks/results/multilingual-vocab-2026-12-06.md), verses of up to 96 tokens (longer scripts), validation
+    # BLEU (the mean over directions) on 600 sentences every 2,000 steps picking the checkpoints to average; one
+    # version a language (docs/recipes.md).
+    "multilingual": Recipe(
+        size="small",
+        vocab_size=16000,
+        max_tokens=4096,
+        gradient_accumulation_steps=1,
+        warmup_steps=800,
+        max_steps=1_000_000,
+        eval_steps=2000,
+        save_steps=100,
+        average_last=5,
+        lr_scale=0.5,
+        dropout=0.1,
+        max_length=96,
+        bleu_sentences=600,
+        max_train_minutes=120.0,
+        selection="best",
+        patience=3,
+    ),
     "base": Recipe(
         size="base",
         vocab_size=37000,
@@ -182,13 +207,14 @@ RECIPES = {
 }
 
 
-def recipe_for(preset: str, source: str, target: str) -> Recipe:
-    """The preset's recipe for a language pair: the demo preset at half its learning rate and with 4,000 tokens
-    unless both languages are written in the Latin script (see `LATIN_SCRIPT`), and on one version a side where the
-    source has a single free version (or is not a language of the built-in corpus)."""
+def recipe_for(preset: str, source: str, *targets: str) -> Recipe:
+    """The preset's recipe for a language pair (or the languages of a multilingual run, the first as `source`): the
+    demo preset at half its learning rate and with 4,000 tokens unless every language is written in the Latin script
+    (see `LATIN_SCRIPT`), and on one version a side where the source has a single free version (or is not a language
+    of the built-in corpus)."""
     run = RECIPES[preset]
     if run.versions == "mixed" and len(free_versions(source)) < 2:
         run = dataclasses.replace(run, versions="one")
-    if preset == "demo" and not {source, target} <= LATIN_SCRIPT:
+    if preset == "demo" and not {source, *targets} <= LATIN_SCRIPT:
         return dataclasses.replace(run, lr_scale=0.5, vocab_size=4000)
     return run

@@ -33,7 +33,7 @@ from transformers.trainer_utils import get_last_checkpoint
 
 from modeling_vanilla import VanillaConfig, VanillaForConditionalGeneration, paper_generation_config
 
-from . import checkpoints, preprocess, recipe
+from . import checkpoints, multilingual, preprocess, recipe
 from .average_checkpoints import average_checkpoints
 from .batching import TokenBudgetBatchSampler
 from .card import environment, render_card
@@ -41,6 +41,7 @@ from .evaluation import corpus_bleu, corpus_chrf
 from .plot import plot_training
 from .precision import precision_reason, training_attention
 from .preprocess import DataSource
+from .tokenizer import train_joint_bpe
 from .trainer import PatienceCallback, TimeBudgetProgress, TrainingTimeBudget, TranslationTrainer
 from .translator import translate
 from .wordings import print_wording_scores, rounded_wording_scores, wording_scores
@@ -81,6 +82,11 @@ class TrainingJob:
     def languages(self) -> tuple[str, str]:
         return self.data.source, self.data.target
 
+    @property
+    def multilingual(self) -> bool:
+        """Whether the run trains one model on many directions (`--languages`)."""
+        return bool(self.data.languages)
+
 
 # ---------------------------------------------------------------------------------------------------------------
 # Tokenizer and model
@@ -114,6 +120,10 @@ def load_or_train_tokenizer(
                 "for: resume a run with its own settings"
             )
         return tokenizer
+    if job.multilingual:
+        tokenizer = multilingual_tokenizer(job, train_split, config)
+        tokenizer.save_pretrained(output_dir)
+        return tokenizer
     tokenizer = preprocess.joint_bpe(
         train_split,
         *job.languages,
@@ -124,6 +134,20 @@ def load_or_train_tokenizer(
     )
     tokenizer.save_pretrained(output_dir)  # the first thing written: all inputs have been checked
     return tokenizer
+
+
+def multilingual_tokenizer(
+    job: TrainingJob, train_split: datasets.Dataset, config: PreTrainedConfig
+) -> PreTrainedTokenizerBase:
+    """The joint BPE of a multilingual run, with a token per language: over every text of every train verse in each
+    of its languages (the built-in corpus), or over both sides of the user's train rows. Not cached: the joint BPE's
+    cache (`preprocess.joint_bpe`) is keyed by one pair's columns."""
+    if job.data.built_in:
+        texts = multilingual.tokenizer_texts(multilingual.load_verses(job.data.languages)["train"])
+    else:
+        texts = preprocess.joint_texts(train_split, "source", "target")
+    size, length = config.vocab_size, config.max_position_embeddings
+    return train_joint_bpe(texts, size, model_max_length=length, languages=job.data.languages)
 
 
 def prepare_data(
@@ -155,6 +179,7 @@ def build_model(
                 "bos_token_id": tokenizer.bos_token_id,
                 "eos_token_id": tokenizer.eos_token_id,
                 "decoder_start_token_id": tokenizer.bos_token_id,
+                **({"languages": list(job.data.languages)} if job.multilingual else {}),
             }
         )
         set_seed(job.seed)
@@ -208,6 +233,28 @@ def training_arguments(job: TrainingJob, sentences_per_batch: int) -> Seq2SeqTra
     )
 
 
+class MultilingualTrainer(TranslationTrainer):
+    """`TranslationTrainer` whose validation BLEU, at each evaluation, is the mean over directions of each direction's
+    BLEU (with its target's tokenizer) on `bleu_rows`, rows of many directions (`multilingual.COLUMNS`)."""
+
+    def __init__(self, *args, bleu_rows: dict[str, list], **kwargs):
+        super().__init__(*args, bleu_sources=[], bleu_references=[], **kwargs)  # the parent's BLEU: none
+        self.bleu_rows = bleu_rows
+
+    def evaluation_loop(self, dataloader, description, prediction_loss_only=None, ignore_keys=None, **kwargs):
+        output = super().evaluation_loop(dataloader, description, prediction_loss_only, ignore_keys, **kwargs)
+        if self.bleu_rows["source"] and description == "Evaluation":
+            model = self.accelerator.unwrap_model(self.model)
+            options = self.bleu_generate_kwargs
+            predictions = multilingual.translate_rows(model, self.processing_class, self.bleu_rows, **options)
+            scores = multilingual.score_directions(self.bleu_rows, predictions).values()
+            prefix = kwargs.get("metric_key_prefix", "eval")
+            output.metrics[f"{prefix}_bleu"] = sum(score["bleu"] for score in scores) / len(scores)
+            signatures = " / ".join(dict.fromkeys(score["signature"] for score in scores))
+            self.bleu_signature = f"mean of {len(scores)} directions' BLEU: {signatures}"
+        return output
+
+
 def build_trainer(
     job: TrainingJob,
     model: PreTrainedModel,
@@ -220,23 +267,29 @@ def build_trainer(
     run = job.recipe
     batches = TokenBudgetBatchSampler(preprocess.lengths(train_set), run.max_tokens, seed=job.seed)
     training_args = training_arguments(job, round(len(train_set) / len(batches)))
-    bleu_sources, bleu_references = preprocess.sentences(validation_split, *job.languages)
     budget = TrainingTimeBudget(run.max_train_minutes * 60) if run.max_train_minutes else None
     callbacks = [budget] if budget else []
     callbacks += [PatienceCallback(run.patience)] if run.patience else []
-    trainer = TranslationTrainer(
-        model=model,
-        args=training_args,
-        train_dataset=train_set,
-        eval_dataset=validation,
-        data_collator=DataCollatorForSeq2Seq(tokenizer, model=model),
-        processing_class=tokenizer,
-        max_tokens=run.max_tokens,
-        bleu_sources=bleu_sources[: run.bleu_sentences],
-        bleu_references=bleu_references[: run.bleu_sentences],
-        target_lang=job.languages[1],
-        callbacks=callbacks,
-    )
+    common = {
+        "model": model,
+        "args": training_args,
+        "train_dataset": train_set,
+        "eval_dataset": validation,
+        "data_collator": DataCollatorForSeq2Seq(tokenizer, model=model),
+        "processing_class": tokenizer,
+        "max_tokens": run.max_tokens,
+        "callbacks": callbacks,
+    }
+    if job.multilingual:
+        trainer = MultilingualTrainer(bleu_rows=validation_split[: run.bleu_sentences], **common)
+    else:
+        bleu_sources, bleu_references = preprocess.sentences(validation_split, *job.languages)
+        trainer = TranslationTrainer(
+            bleu_sources=bleu_sources[: run.bleu_sentences],
+            bleu_references=bleu_references[: run.bleu_sentences],
+            target_lang=job.languages[1],
+            **common,
+        )
     if budget and trainer.pop_callback(ProgressCallback):  # (absent where `disable_tqdm` holds)
         trainer.add_callback(TimeBudgetProgress(budget))
     return trainer
@@ -341,6 +394,50 @@ def evaluate_test(
     }
 
 
+def evaluate_directions(
+    job: TrainingJob, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, test: datasets.Dataset
+) -> dict:
+    """Test BLEU and chrF of a multilingual model in each direction of the test split (the first `--test-limit` rows
+    of each), with the model's generation config; their means; printed as a table with an example a direction."""
+    rows = test.to_dict()
+    if job.test_limit is not None:
+        seen: dict[str, int] = {}
+        keep = []
+        for i, direction in enumerate(zip(rows["source_lang"], rows["target_lang"], strict=True)):
+            seen[direction] = seen.get(direction, 0) + 1
+            keep += [i] if seen[direction] <= job.test_limit else []
+        rows = {column: [values[i] for i in keep] for column, values in rows.items()}
+    options = {} if job.test_beams is None else {"num_beams": job.test_beams}
+    predictions = multilingual.translate_rows(model, tokenizer, rows, **options)
+    scores = multilingual.score_directions(rows, predictions)
+    beams = options.get("num_beams", model.generation_config.num_beams)
+    bleu, chrf = (round(sum(score[name] for score in scores.values()) / len(scores), 2) for name in ("bleu", "chrf"))
+    print(f"test BLEU {bleu:.2f}, chrF {chrf:.2f}: the means over {len(scores)} directions (beam {beams})")
+    print("  direction  sentences   BLEU   chrF")
+    for direction, score in scores.items():
+        print(f"  {direction:<9} {score['sentences']:>9,} {score['bleu']:>6.2f} {score['chrf']:>6.2f}")
+    firsts = {}
+    for i, direction in enumerate(zip(rows["source_lang"], rows["target_lang"], strict=True)):
+        firsts.setdefault(direction, i)
+    examples = [
+        {"direction": "-".join(direction), "source": rows["source"][i], "translation": predictions[i],
+         "reference": rows["target"][i]}
+        for direction, i in firsts.items()
+    ]  # fmt: skip
+    for example in examples[: job.show]:
+        print(f"\n  {example['direction']}\n  source:      {example['source']}")
+        print(f"  translation: {example['translation']}\n  reference:   {example['reference']}")
+    return {
+        "bleu": bleu,
+        "chrf": chrf,
+        "directions": scores,
+        "sentences": len(predictions),
+        "num_beams": beams,
+        "length_penalty": model.generation_config.length_penalty,
+        "examples": examples,
+    }
+
+
 def save_final(job: TrainingJob, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, results: dict) -> Path:
     """`final/`: the model decoding as the paper does (with the recipe's length penalty), its tokenizer and code,
     the results, and the model card (for a Vanilla model with a test BLEU)."""
@@ -365,6 +462,13 @@ def run_results(
 ) -> dict:
     """What `final/training_results.json` records of a run (the model card reads it), test results apart."""
     run, (source, target) = job.recipe, job.languages
+    if job.multilingual:
+        trained = multilingual.directions(job.data.languages, job.data.leave_out)
+        languages = {
+            "multilingual": {"languages": list(job.data.languages), "directions": ["-".join(d) for d in trained]}
+        }
+    else:
+        languages = {"languages": {"source": source, "target": target}}
     return {
         "preset": job.preset,
         "recipe": dataclasses.asdict(run),
@@ -380,7 +484,7 @@ def run_results(
             "best_metric": trainer.state.best_metric if run.selection == "best" else None,
         },
         **{f"{name}_seconds": round(value) for name, value in seconds.items()},
-        "languages": {"source": source, "target": target},
+        **languages,  # a multilingual run: its config.languages as well (`translator.recorded_languages` reads pairs)
         "data": {
             **job.data.origin(),
             **{f"{split}_pairs": size for split, size in sizes.items()},
@@ -431,12 +535,13 @@ def train(job: TrainingJob, model_factory: ModelFactory = VanillaForConditionalG
     sizes = {
         "train": len(train_set),
         "validation": len(validation),
-        "validation_bleu": len(trainer.bleu_sources),
+        "validation_bleu": len(trainer.bleu_rows["source"] if job.multilingual else trainer.bleu_sources),
         "test": len(splits.get("test", [])),
     }
     results = run_results(job, trainer, model, sizes, chosen, seconds)
     if "test" in splits:
-        results["test"] = evaluate_test(job, model, tokenizer, splits["test"])
+        evaluate = evaluate_directions if job.multilingual else evaluate_test
+        results["test"] = evaluate(job, model, tokenizer, splits["test"])
     results["total_seconds"] = round(time.time() - started)
     final_dir = save_final(job, model, tokenizer, results)
     plot_training(trainer.state.log_history, Path(job.output_dir) / "training.png")

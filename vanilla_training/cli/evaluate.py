@@ -122,7 +122,7 @@ def main(argv: list[str] | None = None) -> None:
     languages = test_languages(args, parser)
     with contextlib.redirect_stdout(sys.stderr):  # what loading and translating print; stdout holds the scores
         try:
-            translator = load_translator(args.model)
+            translator = load_translator(args.model, *(languages or ()))  # a multilingual model: into the target
             sources, references = test_set(args, parser, languages)
             translator.check_lengths(sources, "the test set")
         except ValueError as error:  # a language mismatch too

@@ -2,6 +2,7 @@
 
     vanilla-train --preset demo --output-dir runs/demo           # minutes on 2 CPU cores
     vanilla-train --preset base --pair en-de --output-dir runs/base
+    vanilla-train --preset multilingual --languages all --output-dir runs/multilingual   # one model, every direction
     torchrun --nproc_per_node 2 -m vanilla_training.cli.train --preset demo ...   # data-parallel, same command
 
 The recipe: Adam (beta 0.9/0.98, eps 1e-9), lr = d_model^-0.5 * min(step^-0.5, step * warmup^-1.5), label
@@ -22,7 +23,7 @@ from accelerate import PartialState
 
 from modeling_vanilla import PRESETS, VanillaForConditionalGeneration
 
-from .. import allocator, recipe
+from .. import allocator, multilingual, recipe
 from ..corpus import VERSION_CHOICES, check_versions, parse_pair
 from ..precision import PRECISIONS, mixed_precision_problem, resolve_precision
 from ..preprocess import DataSource
@@ -56,7 +57,6 @@ def build_parser() -> argparse.ArgumentParser:
     data, model, run, speed, evaluation, output = groups.values()
     data.add_argument(
         "--pair",
-        default="en-de",
         type=pair_argument,
         help="built-in corpus: SRC-TGT, two of its free languages in either direction (default: en-de; "
         "`vanilla-corpus --list-pairs` lists them)",
@@ -72,6 +72,31 @@ def build_parser() -> argparse.ArgumentParser:
     data.add_argument("--test-file", help="optional; test BLEU and the model card need a test split")
     data.add_argument("--dataset-name", help="a `datasets` dataset name instead of files")
     data.add_argument("--dataset-config", help="its configuration")
+    data.add_argument(
+        "--languages",
+        type=languages_argument,
+        help="one multilingual model (a target-language token, Johnson et al. 2017): 'en,de,fr', or 'all' (every "
+        "language of the built-in corpus with a free version); on the built-in corpus, every direction between "
+        "them; with --train-file, files of the columns source_lang, target_lang, source, target (docs/corpus.md)",
+    )
+    data.add_argument(
+        "--leave-out",
+        action="append",
+        default=[],
+        type=direction_argument,
+        metavar="SRC-TGT",
+        help="with --languages: a direction left out of training and validation and still tested (a zero-shot "
+        "probe); repeatable",
+    )
+    data.add_argument(
+        "--directions-per-verse",
+        type=per_verse_argument,
+        default=6,
+        metavar="K",
+        help="with --languages on the built-in corpus: the directions each train and validation verse gives, drawn "
+        "uniformly without replacement from the directions trained (seeded by --seed), or 'all' (default: 6, every "
+        "direction of three languages)",
+    )
     data.add_argument("--num-proc", type=int, help="processes that tokenize the data (default: one)")
     run.add_argument("--preset", choices=sorted(recipe.RECIPES), default="demo", help="the recipe (default: demo)")
     model.add_argument("--size", choices=sorted(PRESETS), help="a named model size (default: the recipe's)")
@@ -128,7 +153,7 @@ def run_recipe(args: argparse.Namespace) -> recipe.Recipe:
     """The preset's recipe for the pair (`recipe.recipe_for`) with the command line's overrides."""
     fields = {field.name for field in dataclasses.fields(recipe.Recipe)}
     overrides = {name: value for name, value in vars(args).items() if name in fields and value is not None}
-    return dataclasses.replace(recipe.recipe_for(args.preset, *languages(args)), **overrides)
+    return dataclasses.replace(recipe.recipe_for(args.preset, *(args.languages or languages(args))), **overrides)
 
 
 def languages(args: argparse.Namespace) -> tuple[str, str]:
@@ -145,6 +170,58 @@ def pair_argument(pair: str) -> str:
     return pair
 
 
+def languages_argument(spec: str) -> tuple[str, ...]:
+    """`--languages`, checked: `multilingual.parse_languages`."""
+    try:
+        return tuple(multilingual.parse_languages(spec))
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
+def direction_argument(direction: str) -> tuple[str, str]:
+    """`--leave-out`: SRC-TGT, two distinct codes (checked against `--languages` once both are read)."""
+    codes = direction.split("-")
+    if len(codes) != 2 or not all(codes) or codes[0] == codes[1]:
+        raise argparse.ArgumentTypeError(f"{direction!r}: give a direction as SRC-TGT, e.g. de-fr")
+    return codes[0], codes[1]
+
+
+def per_verse_argument(value: str) -> int | None:
+    """`--directions-per-verse`: a positive whole number, or 'all' (None: every direction)."""
+    if value == "all":
+        return None
+    if not value.isdigit() or int(value) < 1:
+        raise argparse.ArgumentTypeError(f"{value!r}: give a positive whole number, or 'all'")
+    return int(value)
+
+
+def multilingual_problem(args: argparse.Namespace, argv_options: set[str]) -> str | None:
+    """What cannot run with (or without) `--languages`, naming the option."""
+    if not args.languages:
+        if args.preset == "multilingual":
+            return "--preset multilingual trains one model on many directions: give --languages (e.g. en,de,fr or all)"
+        given = [option for option in ("--leave-out", "--directions-per-verse") if option in argv_options]
+        return f"{given[0]} goes with --languages" if given else None
+    for option in ("--pair", "--source-lang", "--target-lang", "--dataset-name", "--versions"):
+        if getattr(args, option[2:].replace("-", "_")) is not None:
+            return (
+                f"{option} does not go with --languages: a multilingual run takes the built-in corpus's first free "
+                "version of each language, or --train-file files whose rows name their languages"
+            )
+    for option in ("--model-name-or-path", "--tokenizer"):
+        if getattr(args, option[2:].replace("-", "_")):
+            return f"{option} does not go with --languages yet: a multilingual run trains its own tokenizer and model"
+    if args.train_file and "--directions-per-verse" in argv_options:
+        return "--directions-per-verse samples the built-in corpus's verses; your files' rows are trained as given"
+    trained = multilingual.directions(args.languages, args.leave_out)
+    for source, target in args.leave_out:
+        if not {source, target} <= set(args.languages):
+            return f"--leave-out {source}-{target}: not a direction of --languages {','.join(args.languages)}"
+    if not trained:
+        return "--leave-out leaves no direction to train"
+    return None
+
+
 def data_source(args: argparse.Namespace, versions: str) -> DataSource:
     """Where the run's pairs come from: the files, a `datasets` dataset, or the built-in corpus of `--pair` (in
     `versions`)."""
@@ -152,6 +229,16 @@ def data_source(args: argparse.Namespace, versions: str) -> DataSource:
     if args.train_file:
         named = {"train": args.train_file, "validation": args.validation_file, "test": args.test_file}
         files = {split: path for split, path in named.items() if path}
+    if args.languages:  # the rows name their languages
+        return DataSource(
+            source="",
+            target="",
+            files=files,
+            languages=args.languages,
+            leave_out=tuple(args.leave_out),
+            directions_per_verse=args.directions_per_verse,
+            seed=args.seed,
+        )
     source, target = languages(args)
     return DataSource(
         source=source,
@@ -204,6 +291,10 @@ def parse_args(argv: list[str] | None = None) -> TrainingJob:
     """The job the command line asks for, every option checked before anything is written."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    argv_options = {word.split("=")[0] for word in (sys.argv[1:] if argv is None else argv) if word.startswith("--")}
+    if problem := multilingual_problem(args, argv_options):
+        parser.error(problem)
+    args.pair = args.pair or "en-de"
     new_model = [name for name in ("size", "vocab_size", "dropout") if getattr(args, name) is not None]
     new_model += ["model_config"] if args.model_config else []
     if args.model_name_or_path and new_model:
@@ -220,7 +311,7 @@ def parse_args(argv: list[str] | None = None) -> TrainingJob:
     except ValueError as error:  # named as the options that set them
         message = re.sub(r"\b[a-z]+(?:_[a-z]+)*\b", lambda word: RECIPE_OPTIONS.get(word[0], word[0]), str(error))
         parser.error(f"--preset {args.preset} with these options: {message}")
-    if not (args.train_file or args.dataset_name):  # the built-in corpus
+    if not (args.train_file or args.dataset_name or args.languages):  # the built-in corpus of one pair
         try:
             check_versions(run.versions, languages(args)[0])
         except ValueError as error:

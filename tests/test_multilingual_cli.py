@@ -1,0 +1,139 @@
+"""Issue 52, phase 2: a three-language model trained from the command line (`vanilla-train --languages en,de,fr`) on a
+tiny bible.db, then used in every direction by the other commands: the model records its languages, each of the six
+directions translates through `vanilla-translate` as `generate` with its `forced_bos_token_id` does and is scored by
+`vanilla-evaluate --pair`, the results hold every direction's test scores, and the card lists them in `model-index`."""
+
+import itertools
+import json
+import os
+import random
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+
+from vanilla_training.corpus import free_versions
+from vanilla_training.translator import translate
+
+LANGUAGES = ["en", "de", "fr"]
+DIRECTIONS = [f"{source}-{target}" for source, target in itertools.permutations(LANGUAGES, 2)]
+WORDS = {
+    "en": ["the king", "the woman", "the child", "the shepherd", "the river", "the city", "the house", "the bread"],
+    "de": ["der König", "die Frau", "das Kind", "der Hirte", "der Fluss", "die Stadt", "das Haus", "das Brot"],
+    "fr": ["le roi", "la femme", "l'enfant", "le berger", "le fleuve", "la ville", "la maison", "le pain"],
+}
+VERBS = {
+    "en": ["sees", "loves", "finds", "blesses"],
+    "de": ["sieht", "liebt", "findet", "segnet"],
+    "fr": ["voit", "aime", "trouve", "bénit"],
+}
+GENESIS, ESTHER, JOHN = 1, 17, 43
+BIN = Path(sys.executable).parent
+
+
+def bible_db(path: Path) -> Path:
+    """Verses 'A verb B.' in three languages: 160 in Genesis (train) with the first three verbs, 12 in Esther
+    (validation) and 12 in John (test) with the fourth, so that no held-out verse shares a word 4-gram with a train
+    verse (`corpus.py`'s leak rule would drop it)."""
+    pairs = list(itertools.permutations(range(len(WORDS["en"])), 2))
+    train = [(a, v, b) for a, b in pairs for v in range(3)]
+    held_out = [(a, 3, b) for a, b in pairs]
+    random.Random(0).shuffle(train)
+    random.Random(1).shuffle(held_out)
+    books = [(GENESIS, train[:160]), (ESTHER, held_out[:12]), (JOHN, held_out[12:24])]
+    rows = []
+    for book, verses in books:
+        for number, (a, v, b) in enumerate(verses, start=1):
+            for (
+                code
+            ) in LANGUAGES:  # every free version of the language worded alike (`vanilla-evaluate --pair` reads them)
+                text = f"{WORDS[code][a]} {VERBS[code][v]} {WORDS[code][b]}.".capitalize()
+                rows += [(bb, book, 1, number, text) for bb in free_versions(code)]
+    with sqlite3.connect(path) as db:
+        db.execute(
+            "CREATE TABLE bible (id INTEGER NOT NULL, bbName TEXT NOT NULL, bNumber INTEGER NOT NULL, "
+            "cNumber INTEGER NOT NULL, vNumber INTEGER NOT NULL, vText TEXT NOT NULL)"
+        )
+        db.executemany("INSERT INTO bible VALUES (?, ?, ?, ?, ?, ?)", [(i, *row) for i, row in enumerate(rows)])
+    return path
+
+
+def command(name: str, *args: str, env: dict, stdin: str | None = None) -> subprocess.CompletedProcess:
+    result = subprocess.run([str(BIN / name), *args], input=stdin, capture_output=True, text=True, env=env, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result
+
+
+@pytest.fixture(scope="module")
+def environment(tmp_path_factory) -> dict:
+    data = tmp_path_factory.mktemp("data")
+    bible_db(data / "bible.db")
+    return {**os.environ, "VANILLA_DATA_DIR": str(data), "OMP_NUM_THREADS": "1", "HF_DATASETS_CACHE": str(data)}
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory, environment: dict) -> Path:
+    output = tmp_path_factory.mktemp("run") / "multilingual"
+    sizes = ["--size", "tiny", "--vocab-size", "120", "--max-tokens", "400", "--warmup-steps", "5"]
+    steps = ["--max-steps", "12", "--eval-steps", "12", "--save-steps", "12", "--average-last", "1"]
+    evaluation = ["--bleu-sentences", "12", "--test-beams", "1", "--show", "0", "--fp32"]
+    command(
+        "vanilla-train",
+        *("--languages", ",".join(LANGUAGES), "--output-dir", str(output), *sizes, *steps, *evaluation),
+        env=environment,
+    )
+    return output / "final"
+
+
+def test_the_model_records_its_languages_and_every_direction_s_test_scores(run: Path) -> None:
+    assert json.loads((run / "config.json").read_text())["languages"] == LANGUAGES
+    assert AutoTokenizer.from_pretrained(run).languages == LANGUAGES
+    results = json.loads((run / "training_results.json").read_text())
+    assert results["multilingual"] == {"languages": LANGUAGES, "directions": DIRECTIONS}
+    assert sorted(results["test"]["directions"]) == sorted(DIRECTIONS)
+    assert all(score["sentences"] == 12 for score in results["test"]["directions"].values())
+
+
+@pytest.mark.parametrize("direction", DIRECTIONS)
+def test_each_direction_translates_through_vanilla_translate_as_generate_does(
+    run: Path, environment: dict, direction: str
+) -> None:
+    source, target = direction.split("-")
+    sentence = f"{WORDS[source][0]} {VERBS[source][1]} {WORDS[source][2]}.".capitalize()  # a train verse's words
+    printed = command(
+        "vanilla-translate", str(run), "--source-lang", source, "--target-lang", target, env=environment, stdin=sentence
+    ).stdout.strip()
+    model, tokenizer = AutoModelForSeq2SeqLM.from_pretrained(run).eval(), AutoTokenizer.from_pretrained(run)
+    expected = translate(model, tokenizer, [sentence], forced_bos_token_id=tokenizer.get_lang_id(target))
+    assert printed == expected[0]
+
+
+@pytest.mark.parametrize("direction", DIRECTIONS)
+def test_each_direction_is_scored_by_vanilla_evaluate_pair(run: Path, environment: dict, direction: str) -> None:
+    """The pair's built-in test split holds the same 12 verses as the multilingual one here: decoded as the training's
+    test was (greedy), its scores are the training's scores of that direction."""
+    printed = command("vanilla-evaluate", str(run), "--pair", direction, "--beams", "1", "--json", env=environment)
+    scores = json.loads(printed.stdout)
+    recorded = json.loads((run / "training_results.json").read_text())["test"]["directions"][direction]
+    assert (scores["test"], scores["sentences"]) == (direction, recorded["sentences"])
+    assert (round(scores["bleu"]["score"], 2), scores["bleu"]["signature"]) == (recorded["bleu"], recorded["signature"])
+    assert round(scores["chrf"]["score"], 2) == recorded["chrf"]
+
+
+def test_the_card_lists_every_direction_in_model_index(run: Path) -> None:
+    card = (run / "README.md").read_text()
+    metadata = yaml.safe_load(card.split("---")[1])
+    assert metadata["language"] == LANGUAGES
+    tasks = [result["task"]["name"] for result in metadata["model-index"][0]["results"]]
+    assert tasks == [f"Translation {direction}" for direction in DIRECTIONS]
+    results = json.loads((run / "training_results.json").read_text())["test"]["directions"]
+    for entry in metadata["model-index"][0]["results"]:
+        direction = entry["task"]["name"].split()[-1]
+        assert [metric["value"] for metric in entry["metrics"]] == [
+            results[direction]["bleu"],
+            results[direction]["chrf"],
+        ]
