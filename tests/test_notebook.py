@@ -45,6 +45,7 @@ def test_every_section_names_the_test_that_checks_it_and_every_reference_resolve
 
 
 @pytest.mark.slow
+@pytest.mark.corpus  # its last section builds the real corpus where it is not built yet
 def test_the_notebook_runs_top_to_bottom_in_fast_mode(monkeypatch):
     """Two minutes on 2 cores from a fresh clone (notebooks/README.md): its toy trains for half a minute, and its
     English-German model for one minute where runs/demo holds no model."""
