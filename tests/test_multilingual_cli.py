@@ -16,6 +16,7 @@ import pytest
 import yaml
 from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
+from vanilla_training.attention_heatmaps import attention_maps
 from vanilla_training.corpus import free_versions
 from vanilla_training.translator import translate
 
@@ -137,3 +138,26 @@ def test_the_card_lists_every_direction_in_model_index(run: Path) -> None:
             results[direction]["bleu"],
             results[direction]["chrf"],
         ]
+
+
+def test_show_attention_takes_the_direction_and_decodes_from_its_language_token(
+    run: Path, environment: dict, tmp_path: Path
+) -> None:
+    sentence = "Der König liebt das Kind."
+    options = ("--source-lang", "de", "--target-lang", "fr")
+    printed = command(
+        "vanilla-show-attention", str(run), sentence, *options, "--output-dir", str(tmp_path), env=environment
+    )
+    translated = command("vanilla-translate", str(run), *options, env=environment, stdin=sentence).stdout.strip()
+    assert f"translation: {translated}\n" in printed.stdout
+    model, tokenizer = AutoModelForSeq2SeqLM.from_pretrained(run).eval(), AutoTokenizer.from_pretrained(run)
+    maps = attention_maps(model, tokenizer, sentence, forced_bos_token_id=tokenizer.get_lang_id("fr"))
+    assert maps.target_tokens[:2] == ["<s>", "__fr__"] and maps.translation == translated
+    refused = subprocess.run(
+        [str(BIN / "vanilla-show-attention"), str(run), sentence, "--output-dir", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        env=environment,
+        timeout=300,
+    )
+    assert refused.returncode == 2 and "choose the target language" in refused.stderr, refused.stderr

@@ -70,12 +70,16 @@ def record_attention(
     return encoder, decoder, cross, previous
 
 
-def attention_maps(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, sentence: str) -> AttentionMaps:
-    """Translates `sentence` (the model's generation config decides how) and records its attention weights."""
+def attention_maps(
+    model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, sentence: str, **generate_kwargs
+) -> AttentionMaps:
+    """Translates `sentence` (the model's generation config decides how, with `generate_kwargs` on top: a multilingual
+    model's `forced_bos_token_id`, whose language token is then the decoder's second input and first output) and
+    records its attention weights."""
     if not sentence.strip():
         raise ValueError("the sentence is empty: give a sentence in the model's source language")
     inputs = tokenizer(sentence, return_tensors="pt").to(model.device)
-    generated = model.generate(**inputs)[:1]  # start token, translation, end token
+    generated = model.generate(**inputs, **generate_kwargs)[:1]  # start token, translation, end token
     encoder, decoder, cross, previous = record_attention(model, inputs["input_ids"], generated[:, :-1])
     return AttentionMaps(
         translation=tokenizer.decode(generated[0], skip_special_tokens=True),
