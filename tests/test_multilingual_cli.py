@@ -161,3 +161,22 @@ def test_show_attention_takes_the_direction_and_decodes_from_its_language_token(
         timeout=300,
     )
     assert refused.returncode == 2 and "choose the target language" in refused.stderr, refused.stderr
+
+
+def test_the_direction_matrix_prints_each_direction_s_chrf_in_its_cell_and_draws_it(run: Path, tmp_path: Path) -> None:
+    script = Path(__file__).resolve().parents[1] / "experiments" / "direction_matrix.py"
+    picture = tmp_path / "chrf.png"
+    printed = subprocess.run(
+        [sys.executable, str(script), str(run), "--out", str(picture)], capture_output=True, text=True, timeout=120
+    )
+    assert printed.returncode == 0, printed.stderr
+    table = [line for line in printed.stdout.splitlines() if line.startswith("| ")]
+    assert table[0] == "| source \\ target | en | de | fr |"
+    directions = json.loads((run / "training_results.json").read_text())["test"]["directions"]
+    for row, source in zip(table[1:], LANGUAGES, strict=True):
+        cells = [cell.strip() for cell in row.strip("|").split("|")]
+        expected = [
+            "" if source == target else f"{directions[f'{source}-{target}']['chrf']:.1f}" for target in LANGUAGES
+        ]
+        assert cells == [source, *expected]
+    assert picture.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
