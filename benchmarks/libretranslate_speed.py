@@ -12,7 +12,8 @@ environment of its own, `pip install libretranslate==1.9.6 spacy`) is started on
 - `lt-inter2`: the same with `ARGOS_INTER_THREADS=2 ARGOS_INTRA_THREADS=1`, one translation a core at once (the
   best of the thread settings on 2 cores in issue 53's first measurements);
 - `torch-fp32`, `torch-bf16`, `ct2-float32`, `ct2-int8`: vanilla-serve as `serve_speed.py` starts it (no cache;
-  torch in `--torch-workers` processes).
+  torch in `--torch-workers` processes), with `--serve-options` added (e.g. `--batch-wait-ms 0`: at one client
+  the batcher's default wait of 5 ms for other sentences is added to every request).
 
 Each client count runs that many client threads, each sending one request after the other on a connection kept
 open, taking the next request not yet sent (serve_speed.py's clients, whose `post` is used: both servers answer
@@ -31,6 +32,7 @@ import contextlib
 import itertools
 import os
 import subprocess
+import sys
 import tempfile
 import time
 import urllib.request
@@ -39,7 +41,6 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
-import serve_speed
 from serve_speed import SYSTEMS, connect, cpu_seconds, post, read_sentences
 
 from modeling_vanilla.export_argos import export_argos
@@ -62,6 +63,19 @@ def argos_home(model: str, folder: Path) -> Path:
     return home
 
 
+def wait_until_up(process: subprocess.Popen, url: str, log: Path) -> tuple[subprocess.Popen, str]:
+    """`process` and `url` once GET `url` answers; RuntimeError with the server's log if it exits or takes 5 minutes."""
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and process.poll() is None:
+        try:
+            with urllib.request.urlopen(url, timeout=5):
+                return process, url.rsplit("/", 1)[0]
+        except OSError:
+            time.sleep(0.5)
+    process.kill()
+    raise RuntimeError(f"the server did not start: {log.read_text()}")
+
+
 def start_libretranslate(
     command: str, home: Path, settings: dict[str, str], languages: tuple[str, str], port: int, log: Path
 ) -> tuple[subprocess.Popen, str]:
@@ -79,18 +93,24 @@ def start_libretranslate(
     arguments = [command, "--host", "127.0.0.1", "--port", str(port), "--load-only", ",".join(languages)]
     with log.open("wb") as output:
         process = subprocess.Popen(arguments, env=env, stdout=output, stderr=output)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 300
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(f"LibreTranslate exited: {log.read_text()}")
-        try:
-            with urllib.request.urlopen(url + "/languages", timeout=5):
-                return process, url
-        except OSError:
-            time.sleep(0.5)
-    process.kill()
-    raise TimeoutError(f"LibreTranslate did not start: {log.read_text()}")
+    return wait_until_up(process, f"http://127.0.0.1:{port}/languages", log)
+
+
+def start_vanilla_serve(args, system: str, port: int, folder: Path, log: Path) -> tuple[subprocess.Popen, str]:
+    """vanilla-serve with the system's backend on 127.0.0.1:`port` (as serve_speed.py starts it, with
+    `--serve-options` added), once it answers GET /health."""
+    backend, kind, batching = SYSTEMS[system]
+    workers = args.torch_workers if backend == "torch" else 1
+    command = [sys.executable, "-m", "vanilla_training.cli.serve", args.model, "--port", str(port)]
+    command += ["--backend", backend, "--cache-size", "0", "--log-level", "warning", "--max-queue", "100000"]
+    command += ["--workers", str(workers), *args.serve_options.split()]
+    if backend == "torch":
+        command += ["--precision", kind, "--batching", batching]
+    else:
+        command += ["--quantization", kind, "--ct2-cache", str(folder / "ct2")]
+    with log.open("wb") as output:
+        process = subprocess.Popen(command, stdout=output, stderr=output)
+    return wait_until_up(process, f"http://127.0.0.1:{port}/health", log)
 
 
 def measure(url: str, sentences: list[str], per_request: int, clients: int, languages: tuple, pid: int) -> dict:
@@ -133,6 +153,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--systems", default=DEFAULT_SYSTEMS, help=f"of {known} (default: {DEFAULT_SYSTEMS})")
     parser.add_argument("--torch-workers", type=int, default=2, help="vanilla-serve --workers for torch (default 2)")
     parser.add_argument("--port", type=int, default=5301, help="the first port of the servers (default: 5301)")
+    parser.add_argument(
+        "--serve-options", default="", help='more options of vanilla-serve, e.g. "--batch-wait-ms 0" (default: none)'
+    )
     args = parser.parse_args(argv)
     args.clients = [int(count) for count in args.clients.split(",")]
     args.per_request = [int(count) for count in args.per_request.split(",")]
@@ -152,9 +175,7 @@ def run_system(args, system: str, home: Path, folder: Path, port: int, sentences
     if system in LIBRETRANSLATE:
         process, url = start_libretranslate(args.libretranslate, home, LIBRETRANSLATE[system], languages, port, log)
     else:
-        serve_speed.free_port = lambda: port  # vanilla-serve on this benchmark's port too
-        workers = args.torch_workers if SYSTEMS[system][0] == "torch" else 1
-        process, url = serve_speed.start_server(args.model, system, folder / "ct2", log, None, workers)
+        process, url = start_vanilla_serve(args, system, port, folder, log)
     try:
         with contextlib.closing(connect(url)) as warm_up:
             post(warm_up, sentences[0], *languages)
