@@ -376,10 +376,12 @@ def multilingual_data_description(results: dict[str, Any]) -> tuple[None, str, s
 
 def index_results(results: dict[str, Any], dataset_name: str, dataset_type: str) -> str:
     """The `model-index` results (YAML lines): one per direction the run was tested in, its test BLEU and chrF."""
-    test = results["test"]
-    directions = test.get("directions") or {"-".join(run_languages(results)): test}
+    result = partial(required_value, results, where="training_results.json")
+    many = results["test"].get("directions") if "multilingual" in results else None
+    prefixes = {d: f"test.directions.{d}" for d in many} if many else {"-".join(run_languages(results)): "test"}
     entries = []
-    for direction, score in directions.items():
+    for direction, prefix in prefixes.items():
+        score = {name: result(f"{prefix}.{name}") for name in ("bleu", "signature", "chrf", "chrf_signature")}
         if any(char in score["signature"] + score["chrf_signature"] for char in '"\\\n'):
             raise ValueError(f"the signatures of {direction} cannot be written between double quotes in the card")
         entries += [
@@ -396,9 +398,9 @@ def index_results(results: dict[str, Any], dataset_name: str, dataset_type: str)
             "      name: test BLEU (sacreBLEU)",
             "      args:",
             f'        signature: "{score["signature"]}"',
-            f"        sentences: {score['sentences']}",
-            f"        num_beams: {test['num_beams']}",
-            f"        length_penalty: {test['length_penalty']}",
+            f"        sentences: {result(f'{prefix}.sentences')}",
+            f"        num_beams: {result('test.num_beams')}",
+            f"        length_penalty: {result('test.length_penalty')}",
             "      verified: false",
             "    - type: chrf",
             f"      value: {score['chrf']}",
@@ -541,13 +543,13 @@ def direction_values(results: dict[str, Any], languages: list[str]) -> dict[str,
     names = [language_name(code) for code in languages]
     preset = required_value(results, "preset", "training_results.json")
     if "multilingual" not in results:
-        test = partial(required_value, results["test"], where="training_results.json's test")
+        test = partial(required_value, results, where="training_results.json")
         return {
             "title": f"Vanilla Transformer ({preset}), {names[0]} to {names[1]}",
             "source_name": names[0],
             "target_name": names[1],
-            "signature": test("signature"),
-            "chrf_signature": test("chrf_signature"),
+            "signature": test("test.signature"),
+            "chrf_signature": test("test.chrf_signature"),
         }
     count = len(results["test"]["directions"])
     return {
