@@ -17,8 +17,11 @@ import yaml
 from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
 from vanilla_training.attention_heatmaps import attention_maps
-from vanilla_training.corpus import free_versions
+from vanilla_training.card import licence_values
+from vanilla_training.corpus import VERSIONS, free_versions
 from vanilla_training.translator import translate
+
+from hub_server import FakeHub
 
 LANGUAGES = ["en", "de", "fr"]
 DIRECTIONS = [f"{source}-{target}" for source, target in itertools.permutations(LANGUAGES, 2)]
@@ -180,3 +183,31 @@ def test_the_direction_matrix_prints_each_direction_s_chrf_in_its_cell_and_draws
         ]
         assert cells == [source, *expected]
     assert picture.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_vanilla_push_uploads_the_card_with_every_direction_s_scores(run: Path, tmp_path: Path) -> None:
+    with FakeHub(tmp_path / "hub") as fake:
+        pushed = subprocess.run(
+            [str(BIN / "vanilla-push"), "--model-dir", str(run), "--repo-id", "someone/multilingual"],
+            capture_output=True,
+            text=True,
+            env={**fake.env(tmp_path / "home"), "OMP_NUM_THREADS": "1"},
+            timeout=300,
+        )
+        assert pushed.returncode == 0, pushed.stderr[-3000:]
+        card = fake.repo_files("someone/multilingual")["README.md"].decode()
+    metadata = yaml.safe_load(card.split("---")[1])
+    assert metadata["model-index"][0]["name"] == "someone/multilingual"
+    assert [r["task"]["name"] for r in metadata["model-index"][0]["results"]] == [
+        f"Translation {d}" for d in DIRECTIONS
+    ]
+    assert "license: apache-2.0" in pushed.stdout  # WEB, Elberfelder 1871, Segond 1910: no ShareAlike text
+
+
+def test_the_licence_covers_every_language_trained_on() -> None:
+    """Hindi's IRV is CC BY-SA: a multilingual run that trains on it declares cc-by-sa-4.0 and credits it."""
+    for languages, licence in ((["en", "de", "fr"], "apache-2.0"), (["en", "hi", "fr"], "cc-by-sa-4.0")):
+        results = {"multilingual": {"languages": languages}, "data": {"corpus": "built-in"}}
+        values = licence_values(results)
+        assert values["license"] == licence
+        assert (VERSIONS[free_versions("hi")[0]].name in values["licence_section"]) == ("hi" in languages)
