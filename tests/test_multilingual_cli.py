@@ -82,8 +82,8 @@ def environment(tmp_path_factory) -> dict:
 @pytest.fixture(scope="module")
 def run(tmp_path_factory, environment: dict) -> Path:
     output = tmp_path_factory.mktemp("run") / "multilingual"
-    sizes = ["--size", "tiny", "--vocab-size", "120", "--max-tokens", "400", "--warmup-steps", "5"]
-    steps = ["--max-steps", "12", "--eval-steps", "12", "--save-steps", "12", "--average-last", "1"]
+    sizes = ["--size", "tiny", "--vocab-size", "120", "--max-tokens", "400", "--warmup-steps", "50"]
+    steps = ["--max-steps", "300", "--eval-steps", "300", "--save-steps", "300", "--average-last", "1"]
     evaluation = ["--bleu-sentences", "12", "--test-beams", "1", "--show", "0", "--fp32"]
     command(
         "vanilla-train",
@@ -100,6 +100,11 @@ def test_the_model_records_its_languages_and_every_direction_s_test_scores(run: 
     assert results["multilingual"] == {"languages": LANGUAGES, "directions": DIRECTIONS}
     assert sorted(results["test"]["directions"]) == sorted(DIRECTIONS)
     assert all(score["sentences"] == 12 for score in results["test"]["directions"].values())
+    vocabulary = {code: set(" ".join(WORDS[code] + VERBS[code]).lower().split()) for code in LANGUAGES}
+    for example in results["test"]["examples"]:  # one a direction: in its target language (words of no other)
+        target = example["direction"].split("-")[1]
+        own = vocabulary[target] - set().union(*(vocabulary[code] for code in LANGUAGES if code != target))
+        assert own & set(example["translation"].lower().rstrip(".").split()), example
 
 
 @pytest.mark.parametrize("direction", DIRECTIONS)
