@@ -18,6 +18,7 @@ from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
 from vanilla_training.attention_heatmaps import attention_maps
 from vanilla_training.card import licence_values
+from vanilla_training.cli.train import parse_args
 from vanilla_training.corpus import VERSIONS, free_versions
 from vanilla_training.translator import translate
 
@@ -216,3 +217,24 @@ def test_the_licence_covers_every_language_trained_on() -> None:
         values = licence_values(results)
         assert values["license"] == licence
         assert (VERSIONS[free_versions("hi")[0]].name in values["licence_section"]) == ("hi" in languages)
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        (["--preset", "multilingual"], "--preset multilingual trains one model on many directions: give --languages"),
+        (["--languages", "en,xx"], "unknown language 'xx'"),
+        (["--languages", "en,de", "--pair", "en-de"], "--pair does not go with --languages"),
+        (["--languages", "en,de", "--leave-out", "en-fr"], "--leave-out en-fr: not a direction of --languages en,de"),
+        (["--languages", "en,de", "--leave-out", "en-de", "--leave-out", "de-en"], "leaves no direction to train"),
+        (["--leave-out", "en-de"], "--leave-out goes with --languages"),
+        (["--languages", "en,de", "--directions-per-verse", "0"], "give a positive whole number, or 'all'"),
+        (["--languages", "en,de", "--tokenizer", "some/tokenizer"], "--tokenizer does not go with --languages yet"),
+    ],
+)
+def test_the_command_line_refuses_what_a_multilingual_run_cannot_do(
+    options: list[str], message: str, capsys: pytest.CaptureFixture
+) -> None:
+    with pytest.raises(SystemExit):
+        parse_args([*options, "--output-dir", "unused"])
+    assert message in capsys.readouterr().err
