@@ -49,29 +49,8 @@ def preset_values(name: str) -> str:
     return ", ".join(f"{preset} {'none' if value is None else value}" for preset, value in values.items())
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="vanilla-train", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
-    groups = {name: parser.add_argument_group(name) for name in GROUPS}
-    data, model, run, speed, evaluation, output = groups.values()
-    data.add_argument(
-        "--pair",
-        type=pair_argument,
-        help="built-in corpus: SRC-TGT, two of its free languages in either direction (default: en-de; "
-        "`vanilla-corpus --list-pairs` lists them)",
-    )
-    data.add_argument(
-        "--source-lang",
-        help="the source column of --train-file or --dataset-name (default: the first language of --pair); on the "
-        "built-in corpus, --pair's own",
-    )
-    data.add_argument("--target-lang", help="the target column, likewise (default: the second language of --pair)")
-    data.add_argument("--train-file", help="JSONL ({'translation': {src: ..., tgt: ...}} per line) or CSV")
-    data.add_argument("--validation-file", help="needed with --train-file (same layouts)")
-    data.add_argument("--test-file", help="optional; test BLEU and the model card need a test split")
-    data.add_argument("--dataset-name", help="a `datasets` dataset name instead of files")
-    data.add_argument("--dataset-config", help="its configuration")
+def add_multilingual_options(data: argparse._ArgumentGroup) -> None:
+    """`--languages` and the options of a multilingual run (see `multilingual_problem` for what goes with them)."""
     data.add_argument(
         "--languages",
         type=languages_argument,
@@ -97,6 +76,32 @@ def build_parser() -> argparse.ArgumentParser:
         "uniformly without replacement from the directions trained (seeded by --seed), or 'all' (default: 6, every "
         "direction of three languages)",
     )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="vanilla-train", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    groups = {name: parser.add_argument_group(name) for name in GROUPS}
+    data, model, run, speed, evaluation, output = groups.values()
+    data.add_argument(
+        "--pair",
+        type=pair_argument,
+        help="built-in corpus: SRC-TGT, two of its free languages in either direction (default: en-de; "
+        "`vanilla-corpus --list-pairs` lists them)",
+    )
+    data.add_argument(
+        "--source-lang",
+        help="the source column of --train-file or --dataset-name (default: the first language of --pair); on the "
+        "built-in corpus, --pair's own",
+    )
+    data.add_argument("--target-lang", help="the target column, likewise (default: the second language of --pair)")
+    data.add_argument("--train-file", help="JSONL ({'translation': {src: ..., tgt: ...}} per line) or CSV")
+    data.add_argument("--validation-file", help="needed with --train-file (same layouts)")
+    data.add_argument("--test-file", help="optional; test BLEU and the model card need a test split")
+    data.add_argument("--dataset-name", help="a `datasets` dataset name instead of files")
+    data.add_argument("--dataset-config", help="its configuration")
+    add_multilingual_options(data)
     data.add_argument("--num-proc", type=int, help="processes that tokenize the data (default: one)")
     run.add_argument("--preset", choices=sorted(recipe.RECIPES), default="demo", help="the recipe (default: demo)")
     model.add_argument("--size", choices=sorted(PRESETS), help="a named model size (default: the recipe's)")
