@@ -37,6 +37,13 @@ VERBS = {
     "fr": ["voit", "aime", "trouve", "bénit"],
 }
 GENESIS, ESTHER, JOHN = 1, 17, 43
+
+
+def say(code: str, subject: int, verb: int, obj: int) -> str:
+    """'The king sees the woman.' in the language `code`."""
+    return f"{WORDS[code][subject]} {VERBS[code][verb]} {WORDS[code][obj]}.".capitalize()
+
+
 BIN = Path(sys.executable).parent
 
 
@@ -56,8 +63,7 @@ def bible_db(path: Path) -> Path:
             for (
                 code
             ) in LANGUAGES:  # every free version of the language worded alike (`vanilla-evaluate --pair` reads them)
-                text = f"{WORDS[code][a]} {VERBS[code][v]} {WORDS[code][b]}.".capitalize()
-                rows += [(bb, book, 1, number, text) for bb in free_versions(code)]
+                rows += [(bb, book, 1, number, say(code, a, v, b)) for bb in free_versions(code)]
     with sqlite3.connect(path) as db:
         db.execute(
             "CREATE TABLE bible (id INTEGER NOT NULL, bbName TEXT NOT NULL, bNumber INTEGER NOT NULL, "
@@ -113,7 +119,7 @@ def test_each_direction_translates_through_vanilla_translate_as_generate_does(
     run: Path, environment: dict, direction: str
 ) -> None:
     source, target = direction.split("-")
-    sentence = f"{WORDS[source][0]} {VERBS[source][1]} {WORDS[source][2]}.".capitalize()  # a train verse's words
+    sentence = say(source, 0, 1, 2)  # a train verse's words
     printed = command(
         "vanilla-translate", str(run), "--source-lang", source, "--target-lang", target, env=environment, stdin=sentence
     ).stdout.strip()
@@ -238,3 +244,30 @@ def test_the_command_line_refuses_what_a_multilingual_run_cannot_do(
     with pytest.raises(SystemExit):
         parse_args([*options, "--output-dir", "unused"])
     assert message in capsys.readouterr().err
+
+
+def test_own_files_of_four_columns_train_with_a_direction_left_out_and_still_tested(
+    tmp_path: Path, environment: dict
+) -> None:
+    def write(name: str, verb: int) -> str:
+        rows = [
+            {"source_lang": s, "target_lang": t, "source": say(s, a, verb, b), "target": say(t, a, verb, b)}
+            for a, b in itertools.permutations(range(4), 2)
+            for s, t in itertools.permutations(LANGUAGES, 2)
+        ]
+        (tmp_path / name).write_text("".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows))
+        return str(tmp_path / name)
+
+    files = ["--train-file", write("train.jsonl", 0), "--validation-file", write("validation.jsonl", 1)]
+    files += ["--test-file", write("test.jsonl", 2)]
+    sizes = ["--size", "tiny", "--vocab-size", "120", "--max-tokens", "400", "--max-steps", "4", "--eval-steps", "4"]
+    sizes += ["--save-steps", "4", "--average-last", "1", "--bleu-sentences", "4", "--test-beams", "1", "--show", "0"]
+    output = tmp_path / "run"
+    options = ["--languages", "en,de,fr", "--leave-out", "de-fr", *files, *sizes, "--output-dir", str(output)]
+    command("vanilla-train", *options, env=environment)
+    results = json.loads((output / "final" / "training_results.json").read_text())
+    assert results["multilingual"]["directions"] == [d for d in DIRECTIONS if d != "de-fr"]
+    assert results["data"]["left_out"] == ["de-fr"] and results["data"]["corpus"] == "files"
+    assert sorted(results["test"]["directions"]) == sorted(DIRECTIONS)  # the left-out direction is tested
+    assert results["data"]["train_pairs"] == 12 * 5  # 12 sentence pairs in each of the 5 directions trained
+    assert "de-fr were left out of training" in (output / "final" / "README.md").read_text()
