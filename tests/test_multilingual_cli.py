@@ -213,7 +213,7 @@ def test_vanilla_push_uploads_the_card_with_every_direction_s_scores(run: Path, 
     assert [r["task"]["name"] for r in metadata["model-index"][0]["results"]] == [
         f"Translation {d}" for d in DIRECTIONS
     ]
-    assert "license: apache-2.0" in pushed.stdout  # WEB, Elberfelder 1871, Segond 1910: no ShareAlike text
+    assert "license: apache-2.0" in pushed.stdout  # the WEB, the Elberfelder 1905, Segond 1910: no ShareAlike text
 
 
 def test_the_licence_covers_every_language_trained_on() -> None:
