@@ -140,8 +140,8 @@ def test_help_shows_each_recipe_option_in_every_preset(capsys):
     with pytest.raises(SystemExit):
         parse_args(["--help"])
     text = " ".join(capsys.readouterr().out.split())
-    assert "(demo 100000, hour 1000000, base 100000, big 300000)" in text  # --max-steps
-    assert "(demo none, hour 0.2, base none, big none)" in text  # --dropout
+    assert "(demo 100000, hour 1000000, multilingual 1000000, base 100000, big 300000)" in text  # --max-steps
+    assert "(demo none, hour 0.2, multilingual 0.1, base none, big none)" in text  # --dropout
     for group in ("data:", "model:", "recipe:", "precision and speed:", "evaluation:", "output:"):
         assert group in text
 

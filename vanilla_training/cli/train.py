@@ -307,6 +307,9 @@ def parse_args(argv: list[str] | None = None) -> TrainingJob:
             f"--model-name-or-path fine-tunes an existing model with its own size and tokenizer; "
             f"{', '.join('--' + name.replace('_', '-') for name in new_model)} would be ignored"
         )
+    for name, least in (("num_proc", 1), ("tokenizer_sample", 1), ("test_beams", 1), ("test_limit", 1), ("show", 0)):
+        if getattr(args, name) is not None and getattr(args, name) < least:
+            parser.error(f"--{name.replace('_', '-')} must be at least {least}, got {getattr(args, name)}")
     if args.train_file and not args.validation_file:
         parser.error("--train-file needs --validation-file (validation loss and BLEU are measured on it)")
     if problem := data_option_problem(args):
@@ -321,9 +324,6 @@ def parse_args(argv: list[str] | None = None) -> TrainingJob:
             check_versions(run.versions, languages(args)[0])
         except ValueError as error:
             parser.error(f"--versions: {error}")
-    for name, least in (("num_proc", 1), ("tokenizer_sample", 1), ("test_beams", 1), ("test_limit", 1), ("show", 0)):
-        if getattr(args, name) is not None and getattr(args, name) < least:
-            parser.error(f"--{name.replace('_', '-')} must be at least {least}, got {getattr(args, name)}")
     precision = resolve_precision(args.precision)
     if problem := mixed_precision_problem(precision):
         parser.error(problem)
