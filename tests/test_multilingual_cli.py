@@ -7,6 +7,7 @@ import itertools
 import json
 import os
 import random
+import re
 import sqlite3
 import subprocess
 import sys
@@ -17,7 +18,7 @@ import yaml
 from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
 from vanilla_training.attention_heatmaps import attention_maps
-from vanilla_training.card import licence_values
+from vanilla_training.card import licence_values, render_card
 from vanilla_training.cli.train import parse_args
 from vanilla_training.corpus import VERSIONS, free_versions
 from vanilla_training.translator import translate
@@ -271,3 +272,27 @@ def test_own_files_of_four_columns_train_with_a_direction_left_out_and_still_tes
     assert sorted(results["test"]["directions"]) == sorted(DIRECTIONS)  # the left-out direction is tested
     assert results["data"]["train_pairs"] == 12 * 5  # 12 sentence pairs in each of the 5 directions trained
     assert "de-fr were left out of training" in (output / "final" / "README.md").read_text()
+
+
+def test_the_card_s_snippets_translate_in_their_direction(run: Path, tmp_path: Path) -> None:
+    """The card rendered for the folder's own path as the repo id: its two Python snippets run as written and print
+    the translation of the first test example's direction (the pipeline with src_lang/tgt_lang, generate with
+    forced_bos_token_id)."""
+    card = render_card(run, model_id=str(run))
+    example = json.loads((run / "training_results.json").read_text())["test"]["examples"][0]
+    target = example["direction"].split("-")[1]
+    model, tokenizer = AutoModelForSeq2SeqLM.from_pretrained(run).eval(), AutoTokenizer.from_pretrained(run)
+    expected = translate(model, tokenizer, [example["source"]], forced_bos_token_id=tokenizer.get_lang_id(target))[0]
+    snippets = re.findall(r"```python\n(.*?)```", card, re.DOTALL)
+    assert len(snippets) == 2
+    for snippet in snippets:
+        printed = subprocess.run(
+            [sys.executable, "-c", snippet],
+            capture_output=True,
+            text=True,
+            cwd=tmp_path,
+            env={**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"},
+            timeout=120,
+        )
+        assert printed.returncode == 0, printed.stderr[-2000:]
+        assert repr(expected) in printed.stdout, (expected, printed.stdout)

@@ -507,6 +507,7 @@ def card_values(
         "model_id": model_id or PLACEHOLDER_ID,
         "local_note": "" if model_id else LOCAL_NOTE,
         **direction_values(results, languages),
+        **snippet_options(results),
         "preset": result("preset"),
         "language_list": "".join(f"- {code}\n" for code in languages),
         "index_results": index_results(results, dataset_name, dataset_type),
@@ -558,6 +559,18 @@ def direction_values(results: dict[str, Any], languages: list[str]) -> dict[str,
         "target_name": "any other of them (the target language named by `tgt_lang` or `forced_bos_token_id`)",
         "signature": f"the mean of {count} directions' BLEU, each with its target's tokenizer (model-index)",
         "chrf_signature": f"the mean of {count} directions' chrF (model-index)",
+    }
+
+
+def snippet_options(results: dict[str, Any]) -> dict[str, str]:
+    """What the card's snippets add to choose the direction of a multilingual model (that of its first test example),
+    as M2M-100's and NLLB's users do; nothing for a model of one pair."""
+    if "multilingual" not in results:
+        return {"pipeline_options": "", "generate_options": ""}
+    source, target = required_value(results, "test.examples", "training_results.json")[0]["direction"].split("-")
+    return {
+        "pipeline_options": f', src_lang="{source}", tgt_lang="{target}"',
+        "generate_options": f', forced_bos_token_id=tokenizer.convert_tokens_to_ids("__{target}__")',
     }
 
 
