@@ -17,6 +17,7 @@ import pytest
 import yaml
 from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
+from vanilla_training import multilingual
 from vanilla_training.attention_heatmaps import attention_maps
 from vanilla_training.card import licence_values, render_card
 from vanilla_training.cli.train import parse_args
@@ -296,3 +297,11 @@ def test_the_card_s_snippets_translate_in_their_direction(run: Path, tmp_path: P
         )
         assert printed.returncode == 0, printed.stderr[-2000:]
         assert repr(expected) in printed.stdout, (expected, printed.stdout)
+
+
+def test_a_corpus_without_validation_verses_is_refused_by_name(tmp_path: Path, monkeypatch) -> None:
+    with sqlite3.connect(bible_db(tmp_path / "bible.db")) as db:
+        db.execute("DELETE FROM bible WHERE bNumber = ?", (ESTHER,))
+    monkeypatch.setenv("VANILLA_DATA_DIR", str(tmp_path))
+    with pytest.raises(ValueError, match="the corpus of en, de, fr has no validation verse that every language has"):
+        multilingual.training_splits(LANGUAGES)

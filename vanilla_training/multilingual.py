@@ -217,6 +217,11 @@ def training_splits(
     splits = load_multilingual_corpus(languages, directions(languages, leave_out), per_verse, seed)
     if leave_out:
         splits["test"] = load_multilingual_corpus(languages)["test"]
+    if empty := [split for split, rows in splits.items() if not len(rows)]:
+        raise ValueError(
+            f"the corpus of {', '.join(languages)} has no {' and no '.join(empty)} verse that every language has "
+            "(or whose texts do not repeat train texts): choose other languages"
+        )
     return splits
 
 

@@ -112,7 +112,8 @@ def build_parser() -> argparse.ArgumentParser:
         "--tokenizer-sample",
         type=int,
         default=1_000_000,
-        help="train the joint BPE on at most this many pairs, drawn at random (default: 1,000,000)",
+        help="train the joint BPE on at most this many pairs, drawn at random (default: 1,000,000; a run of "
+        "--languages learns from every train text)",
     )
     for field in dataclasses.fields(recipe.Recipe):
         if "group" not in field.metadata:
@@ -140,7 +141,9 @@ def build_parser() -> argparse.ArgumentParser:
     precision.add_argument("--fp16", dest="precision", action="store_const", const="fp16", help="--precision fp16")
     speed.add_argument("--torch-compile", action="store_true", help="train the model under torch.compile")
     evaluation.add_argument("--test-beams", type=int, help="beam size for the test set (default: the paper's, 4)")
-    evaluation.add_argument("--test-limit", type=int, help="translate only the first N test sentences")
+    evaluation.add_argument(
+        "--test-limit", type=int, help="translate only the first N test sentences (with --languages: of each direction)"
+    )
     evaluation.add_argument("--show", type=int, default=5, help="test translations printed next to their references")
     output.add_argument("--output-dir", required=True, help="run folder: checkpoints, final model, metrics, plot")
     output.add_argument(
