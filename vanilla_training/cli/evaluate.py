@@ -25,7 +25,7 @@ from pathlib import Path
 from ..corpus import load_corpus, parse_pair
 from ..evaluation import corpus_bleu, corpus_chrf
 from ..preprocess import load_file, sentences
-from ..translator import LanguageMismatchError, load_translator, model_folder, resolve_languages
+from ..translator import LanguageMismatchError, Translator, load_translator, model_folder, resolve_languages
 from ..wordings import print_wording_scores, rounded_wording_scores, wording_scores
 from .common import add_model_arguments, decoding_options, read_lines
 
@@ -79,7 +79,7 @@ def test_set(
     return sources, references
 
 
-def main(argv: list[str] | None = None) -> None:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="vanilla-evaluate", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -114,6 +114,19 @@ def main(argv: list[str] | None = None) -> None:
         help="the references' language, --test-file's reference column; it picks BLEU's tokenizer (default: likewise)",
     )
     parser.add_argument("--json", action="store_true", help="print the scores as one JSON object")
+    return parser
+
+
+def print_scores(scores: dict) -> None:
+    print(f"BLEU {scores['bleu']['score']:.2f}  {scores['bleu']['signature']}")
+    print(f"chrF {scores['chrf']['score']:.2f}  {scores['chrf']['signature']}")
+    print(f"{scores['sentences']:,} sentences of {scores['test']}, beam {scores['num_beams']}, {scores['model']}")
+    if "multi_reference" in scores:
+        print_wording_scores(scores)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = build_parser()
     args = parser.parse_args(argv)
     if (args.source is None) != (args.reference is None):
         parser.error("--source and --reference go together")
@@ -135,30 +148,37 @@ def main(argv: list[str] | None = None) -> None:
                 return translator.translate(texts, **decoding_options(args))
 
             wordings = wording_scores(translate, args.pair, predictions=predictions)
-    model = translator.model
+    scores = score(translator, args, languages, (sources, references, predictions), wordings)
+    if args.json:
+        print(json.dumps(scores))
+    else:
+        print_scores(scores)
+
+
+def score(
+    translator: Translator,
+    args: argparse.Namespace,
+    languages: tuple[str, str] | None,
+    texts: tuple[list[str], list[str], list[str]],
+    wordings: dict | None,
+) -> dict:
+    """The scores `main` prints: BLEU with the target's tokenizer, chrF, and the wordings' scores of a --pair."""
+    sources, references, predictions = texts
     if languages is None:
         print(
             f"BLEU tokenizer 13a: {translator.folder} records no target language (--target-lang names it)",
             file=sys.stderr,
         )
     bleu = corpus_bleu(predictions, references, languages[1] if languages else None)
-    scores = {
+    return {
         "model": translator.folder,
         "test": str(args.pair or args.test_file or args.source),
         "sentences": len(sources),
-        "num_beams": args.beams or model.generation_config.num_beams or 1,
+        "num_beams": args.beams or translator.model.generation_config.num_beams or 1,
         "bleu": {"score": bleu["score"], "signature": bleu["signature"]},
         "chrf": corpus_chrf(predictions, references),
         **(rounded_wording_scores(wordings) if wordings else {}),
     }
-    if args.json:
-        print(json.dumps(scores))
-        return
-    print(f"BLEU {scores['bleu']['score']:.2f}  {scores['bleu']['signature']}")
-    print(f"chrF {scores['chrf']['score']:.2f}  {scores['chrf']['signature']}")
-    print(f"{scores['sentences']:,} sentences of {scores['test']}, beam {scores['num_beams']}, {scores['model']}")
-    if wordings:
-        print_wording_scores(scores)
 
 
 if __name__ == "__main__":

@@ -32,6 +32,7 @@ from pathlib import Path
 from ..translator import (
     RESULTS,
     LanguageMismatchError,
+    Translator,
     load_translator,
     model_folder,
     model_languages,
@@ -51,7 +52,7 @@ def paragraph_translator() -> Callable:
     return translate_paragraphs
 
 
-def main(argv: list[str] | None = None) -> None:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="vanilla-translate", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -78,10 +79,11 @@ def main(argv: list[str] | None = None) -> None:
         "model's source language), a sentence longer than the model accepts is cut at a clause or word boundary, "
         "and the translations are put back with the line's own spacing (needs the serve extra)",
     )
-    args = parser.parse_args(argv)
-    translate_paragraphs = paragraph_translator() if args.paragraphs else None  # before the model loads
-    if args.input is not None and not args.input.is_file():
-        parser.error(f"--input {args.input}: no such file")
+    return parser
+
+
+def load_checked_translator(args: argparse.Namespace, parser: argparse.ArgumentParser) -> Translator:
+    """MODEL's translator in the direction the options name, or the parser's error naming what does not fit."""
     given = args.source_lang or args.target_lang
     if given and model_languages(args.model) is None and recorded_languages(args.model) is None:
         parser.error(
@@ -97,6 +99,16 @@ def main(argv: list[str] | None = None) -> None:
             f"{translator.folder} translates between any two of {', '.join(translator.all_languages)}: give the "
             "direction with --source-lang and --target-lang"
         )
+    return translator
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    translate_paragraphs = paragraph_translator() if args.paragraphs else None  # before the model loads
+    if args.input is not None and not args.input.is_file():
+        parser.error(f"--input {args.input}: no such file")
+    translator = load_checked_translator(args, parser)
     name = str(args.input or "standard input")
     try:
         if args.input is None:
