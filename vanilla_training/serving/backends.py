@@ -31,8 +31,11 @@ class Backend(Protocol):
     lanes: int  # batches it translates side by side, each called from a thread of its own
     batch_sentences: int | None  # the most sentences a batch should hold (None: as many as the token budget)
 
-    def translate(self, sentences: list[str], hypotheses: int = 1, beams: int | None = None) -> list[list[str]]:
-        """The `hypotheses` best translations of each sentence, best first (with a beam of `beams`, if given)."""
+    def translate(
+        self, sentences: list[str], hypotheses: int = 1, beams: int | None = None, target_lang: str | None = None
+    ) -> list[list[str]]:
+        """The `hypotheses` best translations of each sentence, best first (with a beam of `beams`, if given), into
+        `target_lang` (a multilingual model's; None for a model of one direction)."""
         ...
 
 
@@ -45,7 +48,9 @@ class TorchBackend:
     """The model in torch. With `batching="continuous"` (where the model's generation config has no setting that
     `ContinuousDecoder` does not apply) the server decodes through `decoder`, each sentence by the beam search of
     `generate` for it alone; `translate` decodes whole batches: one best translation exactly as `vanilla-translate`
-    (`Translator.translate`) computes it, or, with more hypotheses, the beam's `n` best (`num_return_sequences`)."""
+    (`Translator.translate`) computes it, or, with more hypotheses, the beam's `n` best (`num_return_sequences`).
+    A multilingual model decodes batch by batch, each batch into one target language (its `forced_bos_token_id`):
+    the continuous decoder does not force a first token."""
 
     def __init__(
         self, translator: Translator, precision: str = "auto", beams: int | None = None, batching: str = "continuous"
@@ -56,21 +61,27 @@ class TorchBackend:
         self.lanes, self.batch_sentences = 1, None
         if self.precision == "bf16":
             translator.model.to(torch.bfloat16)
-        continuous = batching == "continuous" and not unsupported_settings(translator.model.generation_config)
+        config = translator.model.generation_config
+        continuous = batching == "continuous" and not unsupported_settings(config) and not translator.all_languages
         self.decoder = ContinuousDecoder(translator.model, translator.tokenizer, beams) if continuous else None
         batches = "continuous batching" if continuous else "batch by batch"
         self.description = f"torch {self.precision} on {translator.model.device}, {batches}"
 
-    def translate(self, sentences: list[str], hypotheses: int = 1, beams: int | None = None) -> list[list[str]]:
+    def translate(
+        self, sentences: list[str], hypotheses: int = 1, beams: int | None = None, target_lang: str | None = None
+    ) -> list[list[str]]:
         beams = beams or self.beams
         if hypotheses == 1:
             options = {} if beams is None else {"num_beams": beams}
+            if target_lang is not None:
+                options["target_lang"] = target_lang
             texts = self.translator.translate(sentences, max_tokens=10**9, progress=False, **options)
             return [[text] for text in texts]
         model, tokenizer = self.translator.model, self.translator.tokenizer
         inputs = tokenizer(sentences, return_tensors="pt", padding=True).to(model.device)
         output = model.generate(
             **inputs,
+            **self.translator.target_options(target_lang),
             max_new_tokens=inputs["input_ids"].shape[1] + EXTRA_OUTPUT_LENGTH,
             num_beams=beam_size(self.translator, hypotheses, beams),
             num_return_sequences=hypotheses,
@@ -142,11 +153,23 @@ class CTranslate2Backend:
         self.description = f"ctranslate2 {quantization} on {self.device}"
         translator.model = translator.model.to("meta")  # the torch weights are not used again: free them
 
-    def translate(self, sentences: list[str], hypotheses: int = 1, beams: int | None = None) -> list[list[str]]:
+    def target_prefix(self, target_lang: str | None) -> list[str]:
+        """What starts each hypothesis into `target_lang`: a multilingual model's language token (as the
+        `forced_bos_token_id` of `Translator.target_options`), nothing for a model of one direction."""
+        options = self.translator.target_options(target_lang)
+        if not options:
+            return []
+        return [self.translator.tokenizer.convert_ids_to_tokens(options["forced_bos_token_id"])]
+
+    def translate(
+        self, sentences: list[str], hypotheses: int = 1, beams: int | None = None, target_lang: str | None = None
+    ) -> list[list[str]]:
         tokenizer = self.translator.tokenizer
         ids = tokenizer(sentences)["input_ids"]
+        prefix = self.target_prefix(target_lang)
         results = self.model.translate_batch(
             [tokenizer.convert_ids_to_tokens(row) for row in ids],
+            **({"target_prefix": [prefix] * len(ids)} if prefix else {}),
             beam_size=beam_size(self.translator, hypotheses, beams or self.beams),
             num_hypotheses=hypotheses,
             length_penalty=self.length_penalty,

@@ -447,14 +447,16 @@ def fair_order(jobs: list[Job], held: collections.Counter) -> list[Job]:
 
 def batcher_for(
     backend: Backend,
+    translate: TranslateBatch,
     executor: Executor,
     settings: ServeSettings,
     name: str,
     metrics: Metrics,
     count_tokens: Callable[[list[str]], list[int]],
 ) -> Batcher:
-    """The batcher of `backend`: its continuous decoder's where it has one, else batch by batch on its lanes."""
-    common = (backend.translate, count_tokens, executor, settings, name, metrics)
+    """The batcher of `backend`: its continuous decoder's where it has one, else batch by batch on its lanes by
+    `translate` (the backend's, into one target language)."""
+    common = (translate, count_tokens, executor, settings, name, metrics)
     if backend.decoder is not None:
         return ContinuousBatcher(*common, decoder=backend.decoder)
     return BatchByBatch(*common, lanes=backend.lanes, batch_sentences=backend.batch_sentences)

@@ -6,6 +6,7 @@ loop), the sentences batched with other requests' (`batcher`), the translations 
 import asyncio
 import copy
 import dataclasses
+import functools
 import threading
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -24,6 +25,7 @@ from .parsing import ApiError, TranslateCall
 from .settings import ServeSettings
 
 DISCONNECT_POLL_SECONDS = 0.05
+PIVOT = "en"  # the language to pivot through where several are shared
 
 
 def language_name(code: str) -> str:
@@ -31,30 +33,39 @@ def language_name(code: str) -> str:
     return LANGUAGE_NAMES.get(code, code)
 
 
+class TokenCounter:
+    """Counts tokens for the requests' side with a tokenizer of its own (one call at a time): a fast tokenizer keeps
+    its padding settings between calls, and the model's thread pads where this side does not."""
+
+    def __init__(self, translator: Translator):
+        self.translator = copy.copy(translator)
+        self.translator.tokenizer = copy.deepcopy(translator.tokenizer)
+        self.lock = threading.Lock()
+
+    def token_counts(self, sentences: list[str]) -> list[int]:
+        with self.lock:
+            return self.translator.token_counts(sentences)
+
+    def fits(self, sentence: str) -> bool:
+        with self.lock:
+            return self.translator.fits(sentence)
+
+
 @dataclasses.dataclass
 class Pair:
-    """A served model: its backend, its batcher and its languages. The requests' side counts tokens with a
-    tokenizer of its own (`counter`, one call at a time): a fast tokenizer keeps its padding settings between
-    calls, and the model's thread pads where this side does not."""
+    """A served direction: its backend, the batcher it shares with the backend's other directions into the same
+    target, and the requests' token counter of the backend. A pivot (no model of its own) is two pairs, `legs`,
+    through a language they share: its backend and counter are the first leg's."""
 
     backend: Backend
     source: str
     target: str
+    counter: TokenCounter
     batcher: Batcher | None = None
-    counter: Translator = dataclasses.field(init=False)
-    lock: threading.Lock = dataclasses.field(init=False, default_factory=threading.Lock)
-
-    def __post_init__(self):
-        self.counter = copy.copy(self.backend.translator)
-        self.counter.tokenizer = copy.deepcopy(self.backend.translator.tokenizer)
-
-    def token_counts(self, sentences: list[str]) -> list[int]:
-        with self.lock:
-            return self.counter.token_counts(sentences)
+    legs: tuple["Pair", "Pair"] | None = None
 
     def fits(self, sentence: str) -> bool:
-        with self.lock:
-            return self.counter.fits(sentence)
+        return self.counter.fits(sentence)
 
 
 @dataclasses.dataclass
@@ -68,55 +79,95 @@ class Text:
     detected: dict | None
 
 
+def direct_pairs(backends: list[Backend]) -> dict[tuple[str, str], Pair]:
+    """Every direction the backends translate themselves (all of a multilingual model's); ValueError for a backend
+    without languages or two of one direction."""
+    pairs: dict[tuple[str, str], Pair] = {}
+    for backend in backends:
+        translator = backend.translator
+        if not translator.directions:
+            raise ValueError(f"{translator.folder} records no languages: give its source and target language")
+        counter = TokenCounter(translator)
+        for source, target in translator.directions:
+            if (source, target) in pairs:
+                raise ValueError(f"two models translate {source}-{target}")
+            pairs[(source, target)] = Pair(backend, source, target, counter)
+    return pairs
+
+
+def pivot_pairs(direct: dict[tuple[str, str], Pair]) -> dict[tuple[str, str], Pair]:
+    """The directions no model translates that two can, one after the other, through a language they share (as
+    LibreTranslate does with Argos packages): English where it can, else the first such language by code."""
+    pivots: dict[tuple[str, str], Pair] = {}
+    sources, targets = sorted({source for source, _ in direct}), sorted({target for _, target in direct})
+    for source in sources:
+        for target in targets:
+            if source == target or (source, target) in direct:
+                continue
+            middles = [middle for start, middle in direct if start == source and (middle, target) in direct]
+            if middles:
+                middle = min(middles, key=lambda code: (code != PIVOT, code))
+                first, second = direct[(source, middle)], direct[(middle, target)]
+                pivots[(source, target)] = Pair(first.backend, source, target, first.counter, legs=(first, second))
+    return pivots
+
+
 class Service:
     """The served pairs (one backend each) under `settings`, and what every route needs of them."""
 
     def __init__(self, backends: list[Backend], settings: ServeSettings):
         self.settings = settings
-        self.pairs: dict[tuple[str, str], Pair] = {}
-        for backend in backends:
-            if backend.translator.languages is None:
-                raise ValueError(
-                    f"{backend.translator.folder} records no languages: give its source and target language"
-                )
-            source, target = backend.translator.languages
-            if (source, target) in self.pairs:
-                raise ValueError(f"two models translate {source}-{target}")
-            self.pairs[(source, target)] = Pair(backend, source, target)
+        self.pairs = direct_pairs(backends)
+        self.pairs.update(pivot_pairs(self.pairs))
         self.codes = sorted({code for pair in self.pairs for code in pair})
         self.detector = Detector(fallback=min({source for source, _ in self.pairs}))
         self.metrics = Metrics()
         self.access = Access(settings)  # API keys and rate limits
         self.files = FileStore()  # translated files for /download_file
         self.executors: list[ThreadPoolExecutor] = []
+        self.batchers: list[Batcher] = []
 
     def start(self, model_thread: ThreadPoolExecutor) -> None:
-        """Starts a batcher for each pair (in the running event loop): on `model_thread`, or on threads of its own
-        for a backend with several lanes; and the sentence splitter's process."""
+        """Starts a batcher for each backend and target language (in the running event loop): on `model_thread`, or
+        on threads of its own for a backend with several lanes; and the sentence splitter's process."""
         SEGMENTER.start()
-        for (source, target), pair in self.pairs.items():
-            executor = model_thread
-            if pair.backend.lanes > 1:
-                executor = ThreadPoolExecutor(max_workers=pair.backend.lanes, thread_name_prefix=f"{source}-{target}")
-                self.executors.append(executor)
-            name = f"{source}-{target}"
-            pair.batcher = batcher_for(pair.backend, executor, self.settings, name, self.metrics, pair.token_counts)
-            pair.batcher.start()
+        by_target: dict[tuple[int, str], Batcher] = {}
+        for pair in self.pairs.values():
+            if pair.legs is not None:
+                continue
+            key = (id(pair.backend), pair.target)
+            if key not in by_target:
+                by_target[key] = self._batcher(pair, model_thread)
+            pair.batcher = by_target[key]
+        self.batchers = list(by_target.values())
+
+    def _batcher(self, pair: Pair, model_thread: ThreadPoolExecutor) -> Batcher:
+        """A started batcher of `pair`'s backend into its target (the target given only to a multilingual model), on
+        `model_thread` or, for a backend with several lanes, on threads of its own."""
+        backend, executor = pair.backend, model_thread
+        target_lang = pair.target if backend.translator.all_languages else None
+        name = f"{pair.source}-{pair.target}" if target_lang is None else f"*-{pair.target}"
+        if backend.lanes > 1:
+            executor = ThreadPoolExecutor(max_workers=backend.lanes, thread_name_prefix=name)
+            self.executors.append(executor)
+        translate = (
+            backend.translate if target_lang is None else functools.partial(backend.translate, target_lang=target_lang)
+        )
+        counts = pair.counter.token_counts
+        batcher = batcher_for(backend, translate, executor, self.settings, name, self.metrics, counts)
+        batcher.start()
+        return batcher
 
     async def close(self) -> None:
         """Stops the batchers once their queues are empty, and the lanes' threads."""
-        for pair in self.pairs.values():
-            await pair.batcher.close()
+        for batcher in self.batchers:
+            await batcher.close()
         for executor in self.executors:
             executor.shutdown()
 
     def failures(self) -> list[str]:
         """What is wrong with the batchers: one line for each that has stopped."""
-        return [
-            f"{pair.source}-{pair.target}: {pair.batcher.failure}"
-            for pair in self.pairs.values()
-            if pair.batcher.failure
-        ]
+        return [f"{batcher.name}: {batcher.failure}" for batcher in self.batchers if batcher.failure]
 
     def languages(self) -> list[dict]:
         """GET /languages: each served code, its name and its targets."""
@@ -172,7 +223,7 @@ class Service:
                 by_pair.setdefault((text.pair.source, text.pair.target), []).extend(layout_sentences(text.parts))
         results = await asyncio.gather(
             *(
-                self._batched(self.pairs[key].batcher, sentences, hypotheses, disconnected)
+                self._translated(self.pairs[key], sentences, hypotheses, disconnected)
                 for key, sentences in by_pair.items()
             )
         )
@@ -188,6 +239,17 @@ class Service:
             best.append(translation)
             alternatives.append(others)
         return best, alternatives, [text.detected for text in texts]
+
+    async def _translated(
+        self, pair: Pair, sentences: list[str], hypotheses: int, disconnected: Callable[[], Awaitable[bool]]
+    ) -> list[list[str]]:
+        """The sentences' translations by `pair`: for a pivot, the first leg's best translation translated by the
+        second (whose alternatives are the answer's)."""
+        if pair.legs is None:
+            return await self._batched(pair.batcher, sentences, hypotheses, disconnected)
+        first, second = pair.legs
+        middle = [best for best, *_ in await self._batched(first.batcher, sentences, 1, disconnected)]
+        return await self._batched(second.batcher, middle, hypotheses, disconnected)
 
     @staticmethod
     async def _batched(

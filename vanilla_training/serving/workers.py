@@ -36,13 +36,14 @@ def load_backend(model: str, settings: ServeSettings) -> "Backend":
         translator = load_translator(folder, source, target)
     except (ValueError, OSError) as error:  # LanguageMismatchError is a ValueError, FileNotFoundError an OSError
         raise ValueError(f"{model}: {error}") from None
-    if translator.languages is None:
+    if not translator.directions:
         raise ValueError(f"{model} records no languages: give them as {model}:SOURCE-TARGET (e.g. {model}:en-de)")
     if settings.backend == "torch":
         backend = TorchBackend(translator, settings.precision, settings.beams, settings.batching)
     else:
         backend = CTranslate2Backend(translator, settings.quantization, settings.ct2_cache, settings.beams)
-    print(f"{model}: {'-'.join(translator.languages)}, {backend.description}", file=sys.stderr, flush=True)
+    languages = "-".join(translator.languages or ()) or f"any two of {', '.join(translator.all_languages)}"
+    print(f"{model}: {languages}, {backend.description}", file=sys.stderr, flush=True)
     return backend
 
 
