@@ -1,6 +1,8 @@
 """Language identification by py3langid (langid.py's naive Bayes model over byte n-grams: offline, 97 languages, a
 few MB), over every language it knows: what a text is written in, whether or not the server translates it."""
 
+import copy
+
 from py3langid.langid import MODEL_FILE, LanguageIdentifier
 
 TOP = 3  # languages in an answer of /detect, as LibreTranslate gives
@@ -20,6 +22,15 @@ class Detector:
         if not translatable(text):
             return [{"confidence": 0, "language": self.fallback}]
         return [{"confidence": round(float(p) * 100), "language": str(code)} for code, p in self.model.rank(text)[:TOP]]
+
+    def among(self, languages: list[str]) -> "Detector":
+        """A detector choosing only among `languages` (those py3langid knows; all it knows if it knows none of
+        them), its probabilities normalised over them; it shares this one's model."""
+        known = [code for code in languages if code in self.model.nb_classes]
+        restricted = copy.copy(self)
+        restricted.model = copy.copy(self.model)
+        restricted.model.set_languages(known or None)
+        return restricted
 
 
 def translatable(text: str) -> bool:

@@ -120,7 +120,8 @@ class Service:
         self.pairs = direct_pairs(backends)
         self.pairs.update(pivot_pairs(self.pairs))
         self.codes = sorted({code for pair in self.pairs for code in pair})
-        self.detector = Detector(fallback=min({source for source, _ in self.pairs}))
+        self.detector = Detector(fallback=min({source for source, _ in self.pairs}))  # /detect: every language
+        self.source_detector = self.detector.among(self.codes)  # source `auto`: the languages served
         self.metrics = Metrics()
         self.access = Access(settings)  # API keys and rate limits
         self.files = FileStore()  # translated files for /download_file
@@ -181,7 +182,7 @@ class Service:
         detected language; ApiError 400 where no model translates from that language into `target`."""
         detected = None
         if source == "auto":
-            detected = self.detector.detect(text)[0]
+            detected = self.source_detector.detect(text)[0]
             source = detected["language"]
         if not translatable(text):
             return None, detected
