@@ -63,6 +63,11 @@ def test_torch_serves_every_direction_and_detects_among_the_models_languages(fol
             status, answer = post_json(server.url + "/translate", {"q": text, "source": "auto", "target": target})
             assert status == 200 and answer["detectedLanguage"]["language"] == source, (source, answer)
             assert answer["translatedText"] == translator.translate([text], target_lang=target, progress=False)[0]
+        spanish = "Y en el principio creó Dios los cielos y la tierra."  # 89% Spanish: refused, not read as another
+        assert post_json(server.url + "/translate", {"q": spanish, "source": "auto", "target": "en"}) == (
+            400,
+            {"error": "English (en) is not available as a target language from Spanish (es)"},
+        )
 
 
 def test_ctranslate2_serves_every_direction(folder: Path, tmp_path: Path) -> None:

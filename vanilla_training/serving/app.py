@@ -46,9 +46,10 @@ async def unexpected_error(request: Request, error: Exception) -> JSONResponse:
 def create_app(
     backends: list[Backend], settings: ServeSettings | None = None, model_thread: ThreadPoolExecutor | None = None
 ) -> FastAPI:
-    """The FastAPI app serving `backends` (one per language pair), translating on `model_thread` (a one-worker
-    executor; the app's own if None): see `workers.load_backends` for why the thread that loaded the models
-    should run them. ValueError for backends without languages or two of one pair."""
+    """The FastAPI app serving `backends` (each a language pair, or every direction of a multilingual model, and the
+    pivots between them), translating on `model_thread` (a one-worker executor; the app's own if None): see
+    `workers.load_backends` for why the thread that loaded the models should run them. ValueError for backends
+    without languages or two of one direction."""
     service = Service(backends, settings or ServeSettings())
 
     @contextlib.asynccontextmanager

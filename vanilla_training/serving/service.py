@@ -25,6 +25,7 @@ from .parsing import ApiError, TranslateCall
 from .settings import ServeSettings
 
 DISCONNECT_POLL_SECONDS = 0.05
+SURE = 50  # percent: an unserved language this likely is the answer of source `auto` (see `detect_source`)
 PIVOT = "en"  # the language to pivot through where several are shared
 
 
@@ -54,15 +55,21 @@ class TokenCounter:
 @dataclasses.dataclass
 class Pair:
     """A served direction: its backend, the batcher it shares with the backend's other directions into the same
-    target, and the requests' token counter of the backend. A pivot (no model of its own) is two pairs, `legs`,
-    through a language they share: its backend and counter are the first leg's."""
+    target, and the requests' token counter of the backend (its own if none is given). A pivot (no model of its
+    own) is two pairs, `legs`, through a language they share: its backend and counter are the first leg's."""
 
     backend: Backend
     source: str
     target: str
-    counter: TokenCounter
+    counter: TokenCounter | None = None
     batcher: Batcher | None = None
     legs: tuple["Pair", "Pair"] | None = None
+
+    def __post_init__(self):
+        self.counter = self.counter or TokenCounter(self.backend.translator)
+
+    def token_counts(self, sentences: list[str]) -> list[int]:
+        return self.counter.token_counts(sentences)
 
     def fits(self, sentence: str) -> bool:
         return self.counter.fits(sentence)
@@ -121,7 +128,7 @@ class Service:
         self.pairs.update(pivot_pairs(self.pairs))
         self.codes = sorted({code for pair in self.pairs for code in pair})
         self.detector = Detector(fallback=min({source for source, _ in self.pairs}))  # /detect: every language
-        self.source_detector = self.detector.among(self.codes)  # source `auto`: the languages served
+        self.served_detector = self.detector.among(self.codes)
         self.metrics = Metrics()
         self.access = Access(settings)  # API keys and rate limits
         self.files = FileStore()  # translated files for /download_file
@@ -154,7 +161,7 @@ class Service:
         translate = (
             backend.translate if target_lang is None else functools.partial(backend.translate, target_lang=target_lang)
         )
-        counts = pair.counter.token_counts
+        counts = pair.token_counts
         batcher = batcher_for(backend, translate, executor, self.settings, name, self.metrics, counts)
         batcher.start()
         return batcher
@@ -177,12 +184,22 @@ class Service:
             for code in self.codes
         ]
 
+    def detect_source(self, text: str) -> dict:
+        """The language of `text` for source `auto`: the most likely of all py3langid knows where it is served or
+        at least `SURE` percent likely (a language no model translates is then refused, not translated as another);
+        else the most likely of the served languages (a short text in a served language is often more like one
+        that is not: `das rote Haus` is 8% Lithuanian, 5% German)."""
+        detected = self.detector.detect(text)[0]
+        if detected["language"] in self.codes or detected["confidence"] >= SURE:
+            return detected
+        return self.served_detector.detect(text)[0]
+
     def pair_for(self, text: str, source: str, target: str) -> tuple[Pair | None, dict | None]:
         """The pair that translates `text` (None if it holds nothing to translate) and, for source `auto`, its
         detected language; ApiError 400 where no model translates from that language into `target`."""
         detected = None
         if source == "auto":
-            detected = self.source_detector.detect(text)[0]
+            detected = self.detect_source(text)
             source = detected["language"]
         if not translatable(text):
             return None, detected
