@@ -91,9 +91,9 @@ def train(model: VanillaForConditionalGeneration, tokenizer: VanillaTokenizer, s
     model.eval()
 
 
-@pytest.fixture(scope="module")
-def folder(tmp_path_factory) -> Path:
-    """The toy model's folder, as save_pretrained writes it, with the paper's beam search as its decoding."""
+def save_toy_model(path: Path) -> Path:
+    """Train the toy model and save it in `path`, as save_pretrained writes it, with the paper's beam search as its
+    decoding."""
     texts = [row["source"] for row in toy_rows(random.Random(1), 200)]
     tokenizer = train_joint_bpe(texts, vocab_size=1000, model_max_length=64, languages=LANGUAGES)
     config = VanillaConfig(**SIZE, vocab_size=len(tokenizer), languages=LANGUAGES)
@@ -101,10 +101,15 @@ def folder(tmp_path_factory) -> Path:
     model = VanillaForConditionalGeneration(config)
     train(model, tokenizer)
     model.generation_config = paper_generation_config(config)
-    path = tmp_path_factory.mktemp("multilingual") / "model"
     model.save_pretrained(path)
     tokenizer.save_pretrained(path)
     return path
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory) -> Path:
+    """The toy model's folder."""
+    return save_toy_model(tmp_path_factory.mktemp("multilingual") / "model")
 
 
 DIRECTIONS = multilingual.directions(LANGUAGES)

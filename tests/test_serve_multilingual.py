@@ -3,19 +3,16 @@
 and the CTranslate2 backend; `source=auto` chooses among the served languages; and two models of one direction each
 serve the direction between them by a pivot, equal to translating twice."""
 
-import random
 from pathlib import Path
 
 import pytest
-import torch
-from test_multilingual import LANGUAGES, SENTENCES, SIZE, say, toy_rows, train
+from test_multilingual import LANGUAGES, SENTENCES, save_toy_model, say
 from test_serve import InProcessServer, post_json, request
 
-from modeling_vanilla import VanillaConfig, VanillaForConditionalGeneration, paper_generation_config
+from modeling_vanilla import VanillaForConditionalGeneration
 from vanilla_training import multilingual
 from vanilla_training.serving.backends import CTranslate2Backend, TorchBackend
 from vanilla_training.serving.settings import ServeSettings
-from vanilla_training.tokenizer import train_joint_bpe
 from vanilla_training.translator import Translator, load_translator
 
 DIRECTIONS = multilingual.directions(LANGUAGES)
@@ -24,17 +21,7 @@ DIRECTIONS = multilingual.directions(LANGUAGES)
 @pytest.fixture(scope="module")
 def folder(tmp_path_factory) -> Path:
     """The toy model's folder (trained as test_multilingual's), decoding by the paper's beam search."""
-    texts = [row["source"] for row in toy_rows(random.Random(1), 200)]
-    tokenizer = train_joint_bpe(texts, vocab_size=1000, model_max_length=64, languages=LANGUAGES)
-    config = VanillaConfig(**SIZE, vocab_size=len(tokenizer), languages=LANGUAGES)
-    torch.manual_seed(0)
-    model = VanillaForConditionalGeneration(config)
-    train(model, tokenizer)
-    model.generation_config = paper_generation_config(config)
-    path = tmp_path_factory.mktemp("multilingual") / "model"
-    model.save_pretrained(path)
-    tokenizer.save_pretrained(path)
-    return path
+    return save_toy_model(tmp_path_factory.mktemp("multilingual") / "model")
 
 
 def served_translations(url: str, source: str, target: str) -> list[str]:
