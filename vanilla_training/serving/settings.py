@@ -156,7 +156,14 @@ class ServeSettings:
         type=non_negative,
         metavar="MS",
     )
-    max_tokens: int = option("source tokens per batch, padding included", 4096, type=positive, metavar="N")
+    max_tokens: int = option(
+        "source tokens per batch, padding included (with continuous batching, the running batch: a sentence that "
+        "joins it takes as long as it needs steps of the whole batch, so a smaller one answers short requests "
+        "sooner beside long ones)",
+        1024,
+        type=positive,
+        metavar="N",
+    )
     max_queue: int = option(
         "sentences waiting at most; a request that does not fit gets 503", 2048, type=positive, metavar="N"
     )
