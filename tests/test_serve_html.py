@@ -18,7 +18,7 @@ def translate_html(source: str, translations: dict[str, str] | None = None) -> t
     parts = layout(source, "html", "en")
     given_to_model = layout_sentences(parts)
     answers = [(translations or {}).get(sentence, sentence.upper()) for sentence in given_to_model]
-    return given_to_model, render(parts, answers, "html")
+    return given_to_model, render(parts, answers)
 
 
 @pytest.mark.parametrize(
@@ -97,7 +97,7 @@ def test_no_text_and_no_tag_is_ever_dropped(parts, words):
     source = "".join(parts)
     parts_found = layout(source, "html", "en")
     answers = words[: len(layout_sentences(parts_found))]
-    translated = render(parts_found, answers, "html")
+    translated = render(parts_found, answers)
     source_tags = re.findall(r"<[^>]*>", source)
     assert re.findall(r"<[^>]*>", translated) == source_tags  # every tag, in order
     text_out = html.unescape(re.sub(r"<[^>]*>", "", translated))

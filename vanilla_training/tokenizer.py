@@ -20,6 +20,20 @@ BYTE_TOKENS = tuple(f"<0x{value:02X}>" for value in range(256))  # spell a chara
 BYTE_FALLBACK_MIN_VOCAB = 1000  # smaller (toy) vocabularies have no room for the byte tokens
 
 
+def with_byte_fallback(tokenizer: Tokenizer, byte_tokens: Sequence[str]) -> Tokenizer:
+    """The trained BPE `tokenizer` with `byte_tokens` added after its vocabulary and byte fallback on: a character
+    it never saw encodes as its UTF-8 bytes and decodes back."""
+    trained = json.loads(tokenizer.to_str())["model"]
+    vocab = dict(trained["vocab"])
+    for token in byte_tokens:
+        vocab.setdefault(token, len(vocab))
+    merges = [tuple(merge) for merge in trained["merges"]]
+    fallback = Tokenizer(models.BPE(vocab, merges, unk_token=UNK, byte_fallback=True))
+    fallback.normalizer, fallback.pre_tokenizer = tokenizer.normalizer, tokenizer.pre_tokenizer
+    fallback.decoder = decoders.Sequence([decoders.ByteFallback(), decoders.Metaspace()])
+    return fallback
+
+
 def train_joint_bpe(
     texts: Iterable[str], vocab_size: int = 8000, model_max_length: int = 1024, languages: Sequence[str] = ()
 ) -> PreTrainedTokenizerFast:
@@ -58,16 +72,7 @@ def train_joint_bpe(
             f"({tokenizer.get_vocab_size() + len(byte_tokens)} entries before any merge)"
         )
     if byte_tokens:
-        trained = json.loads(tokenizer.to_str())["model"]
-        vocab = dict(trained["vocab"])
-        for token in byte_tokens:
-            vocab.setdefault(token, len(vocab))
-        merges = [tuple(merge) for merge in trained["merges"]]
-        model = models.BPE(vocab, merges, unk_token=UNK, byte_fallback=True)
-        normalizer, pre_tokenizer = tokenizer.normalizer, tokenizer.pre_tokenizer
-        tokenizer = Tokenizer(model)
-        tokenizer.normalizer, tokenizer.pre_tokenizer = normalizer, pre_tokenizer
-        tokenizer.decoder = decoders.Sequence([decoders.ByteFallback(), decoders.Metaspace()])
+        tokenizer = with_byte_fallback(tokenizer, byte_tokens)
     else:
         tokenizer.decoder = decoders.Metaspace()
     tokenizer.post_processor = processors.TemplateProcessing(

@@ -78,6 +78,37 @@ def add_multilingual_options(data: argparse._ArgumentGroup) -> None:
     )
 
 
+def add_recipe_options(groups: dict[str, argparse._ArgumentGroup]) -> None:
+    """An option for each field of `recipe.Recipe` (but the size: `--size`), in the group its metadata names, its
+    help showing the presets' values."""
+    for field in dataclasses.fields(recipe.Recipe):
+        if "group" not in field.metadata:
+            continue
+        choices = {"selection": recipe.SELECTIONS, "versions": VERSION_CHOICES}.get(field.name)
+        kind = str if choices else float if field.name == "dropout" else field.type
+        groups[field.metadata["group"]].add_argument(
+            f"--{field.name.replace('_', '-')}",
+            type=kind,
+            choices=choices,
+            help=f"{field.metadata['help']} ({preset_values(field.name)}{PAIR_NOTES.get(field.name, '')})",
+        )
+
+
+def add_precision_options(speed: argparse._ArgumentGroup) -> None:
+    """--precision and its short forms --fp32, --bf16, --fp16 (one of them at most)."""
+    precision = speed.add_mutually_exclusive_group()
+    precision.add_argument(
+        "--precision",
+        choices=PRECISIONS,
+        default="auto",
+        help="auto (the default): bf16 mixed precision on a GPU or CPU with native bfloat16 (AVX512-BF16, AMX, "
+        "Arm BF16), else fp32; bf16 also works on other CPUs, slowly; fp16 needs a CUDA GPU",
+    )
+    precision.add_argument("--fp32", dest="precision", action="store_const", const="fp32", help="--precision fp32")
+    precision.add_argument("--bf16", dest="precision", action="store_const", const="bf16", help="--precision bf16")
+    precision.add_argument("--fp16", dest="precision", action="store_const", const="fp16", help="--precision fp16")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="vanilla-train", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -115,30 +146,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="train the joint BPE on at most this many pairs, drawn at random (default: 1,000,000; a run of "
         "--languages learns from every train text)",
     )
-    for field in dataclasses.fields(recipe.Recipe):
-        if "group" not in field.metadata:
-            continue  # size: --size
-        choices = {"selection": recipe.SELECTIONS, "versions": VERSION_CHOICES}.get(field.name)
-        kind = str if choices else float if field.name == "dropout" else field.type
-        groups[field.metadata["group"]].add_argument(
-            f"--{field.name.replace('_', '-')}",
-            type=kind,
-            choices=choices,
-            help=f"{field.metadata['help']} ({preset_values(field.name)}{PAIR_NOTES.get(field.name, '')})",
-        )
+    add_recipe_options(groups)
     run.add_argument("--seed", type=int, default=1, help="seed of the weights, the data order and dropout (default: 1)")
     run.add_argument("--resume-from-checkpoint", help="a checkpoint folder, or 'last' for the newest one")
-    precision = speed.add_mutually_exclusive_group()
-    precision.add_argument(
-        "--precision",
-        choices=PRECISIONS,
-        default="auto",
-        help="auto (the default): bf16 mixed precision on a GPU or CPU with native bfloat16 (AVX512-BF16, AMX, "
-        "Arm BF16), else fp32; bf16 also works on other CPUs, slowly; fp16 needs a CUDA GPU",
-    )
-    precision.add_argument("--fp32", dest="precision", action="store_const", const="fp32", help="--precision fp32")
-    precision.add_argument("--bf16", dest="precision", action="store_const", const="bf16", help="--precision bf16")
-    precision.add_argument("--fp16", dest="precision", action="store_const", const="fp16", help="--precision fp16")
+    add_precision_options(speed)
     speed.add_argument("--torch-compile", action="store_true", help="train the model under torch.compile")
     evaluation.add_argument("--test-beams", type=int, help="beam size for the test set (default: the paper's, 4)")
     evaluation.add_argument(

@@ -33,7 +33,7 @@ def layout_sentences(parts: Layout) -> list[str]:
     return [sentence for _, pieces, _ in parts if pieces is not None for sentence in sentences(pieces)]
 
 
-def render(parts: Layout, translations: list[str], text_format: str) -> str:
+def render(parts: Layout, translations: list[str]) -> str:
     """The text with its sentences replaced by `translations` (in the order of `layout_sentences`); in HTML the
     translations are escaped, the markup kept and the inline tags placed (`html_text.render_block`)."""
     out, cursor = [], 0
@@ -47,12 +47,12 @@ def render(parts: Layout, translations: list[str], text_format: str) -> str:
     return "".join(out)
 
 
-def translated_versions(parts: Layout, hypotheses: list[list[str]], text_format: str) -> tuple[str, list[str]]:
+def translated_versions(parts: Layout, hypotheses: list[list[str]]) -> tuple[str, list[str]]:
     """The best translation and the distinct alternatives (as LibreTranslate gives them: none equal to the best
     or empty): the k-th alternative takes every sentence's (k+1)-th hypothesis, or its last where it has fewer."""
     ranks = max((len(options) for options in hypotheses), default=1)
     versions = [
-        render(parts, [options[min(rank, len(options) - 1)] for options in hypotheses], text_format)
+        render(parts, [options[min(rank, len(options) - 1)] for options in hypotheses])
         for rank in range(ranks)
     ]
     seen = {versions[0], ""}

@@ -68,5 +68,5 @@ class EndpointHandler:
         parts = layout(text, text_format, self.source, self.translator.fits)
         batch = layout_sentences(parts)
         results = self.backend.translate(batch, hypotheses, beams) if batch else []
-        best, alternatives = translated_versions(parts, results, text_format)
+        best, alternatives = translated_versions(parts, results)
         return {"translation_text": best, **({"alternatives": alternatives} if hypotheses > 1 else {})}

@@ -253,7 +253,7 @@ class Service:
                 alternatives.append([])
                 continue
             these = [next(answers[(text.pair.source, text.pair.target)]) for _ in layout_sentences(text.parts)]
-            translation, others = translated_versions(text.parts, these, call.text_format)
+            translation, others = translated_versions(text.parts, these)
             best.append(translation)
             alternatives.append(others)
         return best, alternatives, [text.detected for text in texts]
