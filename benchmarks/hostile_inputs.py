@@ -9,6 +9,7 @@ those answers reported): beside one request of 5,000 characters of test verses, 
 `--clients` clients each sending 5,000 characters of verses at once.
 
     python benchmarks/hostile_inputs.py --model runs/demo
+    python benchmarks/hostile_inputs.py --model runs/demo --serve-options "--max-tokens 4096"
 """
 
 import argparse
@@ -95,9 +96,9 @@ def short_beside(url: str, long_bodies: list[bytes], source: str, target: str) -
     }
 
 
-def start(model: str, port: int) -> subprocess.Popen:
+def start(model: str, port: int, options: list[str]) -> subprocess.Popen:
     command = [sys.executable, "-m", "vanilla_training.cli.serve", model, "--port", str(port), "--cache-size", "0"]
-    process = subprocess.Popen([*command, "--log-level", "warning"])
+    process = subprocess.Popen([*command, "--log-level", "warning", *options])
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline:
         try:
@@ -114,6 +115,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--model", required=True, help="a run folder or model folder (vanilla-serve's MODEL)")
     parser.add_argument("--pair", default="en-de", help="the model's language pair (default: en-de)")
     parser.add_argument("--clients", type=int, default=32, help="long clients at once in the last case (default: 32)")
+    parser.add_argument("--serve-options", default="", help='more vanilla-serve options, e.g. "--max-tokens 4096"')
     parser.add_argument("--json", type=Path, help="also write the results here")
     args = parser.parse_args(argv)
     source, target = args.pair.split("-")
@@ -126,7 +128,7 @@ def main(argv: list[str] | None = None) -> dict:
     long_body = json.dumps({"q": long_text.strip(), "source": source, "target": target}).encode()
     port = free_port()
     url = f"http://127.0.0.1:{port}"
-    server = start(args.model, port)
+    server = start(args.model, port, args.serve_options.split())
     stop, slowest = multiprocessing.Event(), multiprocessing.Value("d", 0.0)
     prober = multiprocessing.Process(target=probe_health, args=(url, stop, slowest))
     results: dict = {"hostile": [], "short": {}}

@@ -20,17 +20,23 @@ open, taking the next request not yet sent (serve_speed.py's clients, whose `pos
 LibreTranslate's `POST /translate` with JSON `{"q", "source", "target"}`). Verses: the source side of the built-in
 test split (`--pair`), split into sentences as vanilla-serve splits text, at most `--limit`. The CPU time of a verse
 is the server process's (all its threads and child processes, from Linux's /proc) over the verses sent. Ratios
-printed: each vanilla-serve system over the faster LibreTranslate setting at each client count.
+printed: each vanilla-serve system over the faster LibreTranslate setting at each client count. With `--profile
+DIR` (py-spy installed apart: `pip install py-spy`), each server is sampled while one client sends one verse a
+request, and the CPU time a verse is split by where the samples fall (`WHERE`).
 
     python benchmarks/libretranslate_speed.py --model runs/demo --libretranslate /work/team/lt-venv/bin/libretranslate
     python benchmarks/libretranslate_speed.py --model runs/demo --libretranslate lt-venv/bin/libretranslate \\
         --systems lt-inter2,ct2-int8 --clients 1,8 --per-request 1 --limit 40
+    python benchmarks/libretranslate_speed.py --model runs/demo --libretranslate lt-venv/bin/libretranslate \\
+        --systems lt-inter2,ct2-int8 --clients 1 --per-request 1 --profile profiles
 """
 
 import argparse
 import contextlib
 import itertools
 import os
+import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -50,6 +56,12 @@ LIBRETRANSLATE = {  # the settings of each LibreTranslate system (argos-translat
     "lt-inter2": {"ARGOS_INTER_THREADS": "2", "ARGOS_INTRA_THREADS": "1"},
 }
 DEFAULT_SYSTEMS = "lt-default,lt-inter2,torch-fp32,ct2-int8"
+WHERE = {  # where a sample of `--profile` is: the first place whose words its frames hold (the model: the last frame)
+    "sentence splitting": ("pysbd", "spacy", "minisbd", "paragraphs.py"),
+    "tokenizing": ("tokenizers", "sentencepiece", "tokenization_", "tokenizer.py"),
+    "the model": ("backends.py", "argostranslate/translate.py", "continuous.py", "ctranslate2", "/torch/"),
+    "HTTP, framework, event loop": ("uvicorn", "starlette", "fastapi", "waitress", "flask", "werkzeug", "asyncio"),
+}
 
 
 def argos_home(model: str, folder: Path) -> Path:
@@ -140,6 +152,31 @@ def measure(url: str, sentences: list[str], per_request: int, clients: int, lang
     }
 
 
+def profile(url: str, sentences: list[str], languages: tuple, pid: int, out: Path) -> dict[str, float]:
+    """CPU milliseconds a verse by where py-spy found the server (all its threads and child processes, 250 samples
+    a second) while one client sends `sentences` one a request; the samples (py-spy's raw format) go to `out`."""
+    command = [shutil.which("py-spy") or "py-spy", "record", "--pid", str(pid), "--subprocesses", "--rate", "250"]
+    spy = subprocess.Popen([*command, "--format", "raw", "--output", str(out)], stdout=subprocess.DEVNULL)
+    time.sleep(2)  # py-spy attaches
+    measure(url, sentences, 1, 1, languages, pid)
+    spy.send_signal(signal.SIGINT)
+    spy.wait(timeout=60)
+    found = dict.fromkeys([*WHERE, "elsewhere"], 0.0)
+    for line in out.read_text().splitlines():
+        stack, _, count = line.rpartition(" ")
+        leaf = stack.rsplit(";", 1)[-1]
+        where = next(
+            (
+                place
+                for place, words in WHERE.items()
+                if any(word in (leaf if place == "the model" else stack) for word in words)
+            ),
+            "elsewhere",
+        )
+        found[where] += int(count) / 250 * 1000 / len(sentences)
+    return found
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", required=True, help="a run folder of vanilla-train (vanilla-serve's MODEL)")
@@ -155,6 +192,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--port", type=int, default=5301, help="the first port of the servers (default: 5301)")
     parser.add_argument(
         "--serve-options", default="", help='more options of vanilla-serve, e.g. "--batch-wait-ms 0" (default: none)'
+    )
+    parser.add_argument(
+        "--profile",
+        type=Path,
+        help="also sample each server with py-spy (installed apart) while one client sends one verse a request, "
+        "write the samples to this folder and print where a verse's CPU time goes",
     )
     args = parser.parse_args(argv)
     args.clients = [int(count) for count in args.clients.split(",")]
@@ -179,10 +222,17 @@ def run_system(args, system: str, home: Path, folder: Path, port: int, sentences
     try:
         with contextlib.closing(connect(url)) as warm_up:
             post(warm_up, sentences[0], *languages)
-        return {
+        cells = {
             (per_request, clients): measure(url, sentences, per_request, clients, languages, process.pid)
             for per_request, clients in itertools.product(args.per_request, args.clients)
         }
+        if args.profile:
+            args.profile.mkdir(parents=True, exist_ok=True)
+            found = profile(url, sentences, languages, process.pid, args.profile / f"{system}.txt")
+            print(
+                f"{system}, 1 client, CPU ms a verse by place: " + ", ".join(f"{k} {v:.2f}" for k, v in found.items())
+            )
+        return cells
     finally:
         process.terminate()
         process.wait(timeout=120)
