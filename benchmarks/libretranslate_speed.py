@@ -22,9 +22,10 @@ test split (`--pair`), split into sentences as vanilla-serve splits text, at mos
 is the server process's (all its threads and child processes, from Linux's /proc) over the verses sent. Ratios
 printed: each vanilla-serve system over the faster LibreTranslate setting at each client count. With `--profile
 DIR` (py-spy installed apart: `pip install py-spy`), each server is sampled while one client sends one verse a
-request, and the CPU time a verse is split by where the samples fall (`WHERE`).
+request, and the time a verse its Python code holds the GIL (the server's own work, not the native code of the
+model and tokenizers) is split by where the samples fall (`WHERE`).
 
-    python benchmarks/libretranslate_speed.py --model runs/demo --libretranslate /work/team/lt-venv/bin/libretranslate
+    python benchmarks/libretranslate_speed.py --model runs/demo --libretranslate lt-venv/bin/libretranslate
     python benchmarks/libretranslate_speed.py --model runs/demo --libretranslate lt-venv/bin/libretranslate \\
         --systems lt-inter2,ct2-int8 --clients 1,8 --per-request 1 --limit 40
     python benchmarks/libretranslate_speed.py --model runs/demo --libretranslate lt-venv/bin/libretranslate \\
@@ -153,9 +154,12 @@ def measure(url: str, sentences: list[str], per_request: int, clients: int, lang
 
 
 def profile(url: str, sentences: list[str], languages: tuple, pid: int, out: Path) -> dict[str, float]:
-    """CPU milliseconds a verse by where py-spy found the server (all its threads and child processes, 250 samples
-    a second) while one client sends `sentences` one a request; the samples (py-spy's raw format) go to `out`."""
-    command = [shutil.which("py-spy") or "py-spy", "record", "--pid", str(pid), "--subprocesses", "--rate", "250"]
+    """Milliseconds a verse that the server's Python code held the GIL (its own work: CTranslate2, tokenizers and
+    other native code run without it), by where py-spy found it (all threads and child processes, 250 samples a
+    second), while one client sends `sentences` one a request; the samples (py-spy's raw format) go to `out`."""
+    beside = Path(sys.executable).with_name("py-spy")  # this environment's, if it has one; else the PATH's
+    command = [str(beside) if beside.exists() else shutil.which("py-spy"), "record", "--pid", str(pid)]
+    command += ["--subprocesses", "--gil", "--rate", "250"]
     spy = subprocess.Popen([*command, "--format", "raw", "--output", str(out)], stdout=subprocess.DEVNULL)
     time.sleep(2)  # py-spy attaches
     measure(url, sentences, 1, 1, languages, pid)
@@ -206,6 +210,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     unknown = set(args.systems) - LIBRETRANSLATE.keys() - SYSTEMS.keys()
     if unknown:
         parser.error(f"unknown systems {sorted(unknown)}; choose from {known}")
+    if args.profile and not (Path(sys.executable).with_name("py-spy").exists() or shutil.which("py-spy")):
+        parser.error("--profile needs py-spy (pip install py-spy)")
     if min(args.clients + args.per_request) < 1:
         parser.error("--clients and --per-request must be at least 1")
     return args
@@ -229,9 +235,7 @@ def run_system(args, system: str, home: Path, folder: Path, port: int, sentences
         if args.profile:
             args.profile.mkdir(parents=True, exist_ok=True)
             found = profile(url, sentences, languages, process.pid, args.profile / f"{system}.txt")
-            print(
-                f"{system}, 1 client, CPU ms a verse by place: " + ", ".join(f"{k} {v:.2f}" for k, v in found.items())
-            )
+            print(f"{system}, 1 client, GIL held, ms a verse: " + ", ".join(f"{k} {v:.2f}" for k, v in found.items()))
         return cells
     finally:
         process.terminate()
