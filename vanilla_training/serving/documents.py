@@ -52,8 +52,7 @@ def translated_versions(parts: Layout, hypotheses: list[list[str]]) -> tuple[str
     or empty): the k-th alternative takes every sentence's (k+1)-th hypothesis, or its last where it has fewer."""
     ranks = max((len(options) for options in hypotheses), default=1)
     versions = [
-        render(parts, [options[min(rank, len(options) - 1)] for options in hypotheses])
-        for rank in range(ranks)
+        render(parts, [options[min(rank, len(options) - 1)] for options in hypotheses]) for rank in range(ranks)
     ]
     seen = {versions[0], ""}
     return versions[0], [version for version in versions[1:] if not (version in seen or seen.add(version))]
