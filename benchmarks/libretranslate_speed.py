@@ -153,13 +153,17 @@ def measure(url: str, sentences: list[str], per_request: int, clients: int, lang
     }
 
 
+def py_spy() -> str | None:
+    """py-spy of this environment, else the PATH's, or None."""
+    beside = Path(sys.executable).with_name("py-spy")
+    return str(beside) if beside.exists() else shutil.which("py-spy")
+
+
 def profile(url: str, sentences: list[str], languages: tuple, pid: int, out: Path) -> dict[str, float]:
     """Milliseconds a verse that the server's Python code held the GIL (its own work: CTranslate2, tokenizers and
     other native code run without it), by where py-spy found it (all threads and child processes, 250 samples a
     second), while one client sends `sentences` one a request; the samples (py-spy's raw format) go to `out`."""
-    beside = Path(sys.executable).with_name("py-spy")  # this environment's, if it has one; else the PATH's
-    command = [str(beside) if beside.exists() else shutil.which("py-spy"), "record", "--pid", str(pid)]
-    command += ["--subprocesses", "--gil", "--rate", "250"]
+    command = [py_spy(), "record", "--pid", str(pid), "--subprocesses", "--gil", "--rate", "250"]
     spy = subprocess.Popen([*command, "--format", "raw", "--output", str(out)], stdout=subprocess.DEVNULL)
     time.sleep(2)  # py-spy attaches
     measure(url, sentences, 1, 1, languages, pid)
@@ -201,7 +205,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--profile",
         type=Path,
         help="also sample each server with py-spy (installed apart) while one client sends one verse a request, "
-        "write the samples to this folder and print where a verse's CPU time goes",
+        "write the samples to this folder and print where its Python code held the GIL, in ms a verse",
     )
     args = parser.parse_args(argv)
     args.clients = [int(count) for count in args.clients.split(",")]
@@ -210,7 +214,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     unknown = set(args.systems) - LIBRETRANSLATE.keys() - SYSTEMS.keys()
     if unknown:
         parser.error(f"unknown systems {sorted(unknown)}; choose from {known}")
-    if args.profile and not (Path(sys.executable).with_name("py-spy").exists() or shutil.which("py-spy")):
+    if args.profile and py_spy() is None:
         parser.error("--profile needs py-spy (pip install py-spy)")
     if min(args.clients + args.per_request) < 1:
         parser.error("--clients and --per-request must be at least 1")
