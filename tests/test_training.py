@@ -296,6 +296,24 @@ def test_a_time_budget_ends_training_at_the_step_it_runs_out_with_a_checkpoint(t
     assert "| 3/3 [" in capsys.readouterr().err  # without a budget, transformers' bar of steps
 
 
+def test_a_test_cut_short_leaves_the_final_model_to_translate_with(tmp_path, monkeypatch):
+    """A long test (a multilingual run's 132 directions) stopped by hand must not lose the averaged model."""
+    files = write_toy_corpus(tmp_path, {"train": 100, "validation": 10, "test": 5})
+    run = tmp_path / "run"
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("vanilla_training.train.evaluate_test", interrupted)
+    budget = {"size": "tiny", "model_config": "{}", "max_steps": 2, "eval_steps": 2, "bleu_sentences": 0, "show": 0}
+    with pytest.raises(KeyboardInterrupt):
+        main(toy_run_args(files, run, **budget))
+    assert not (run / "final" / "training_results.json").exists()  # no results without the test
+    translator = load_translator(run)  # the run folder's final/, as vanilla-translate reads it
+    assert translator.model.generation_config.num_beams == 4  # the averaged model, set to decode as the paper does
+    assert len(translator.translate([" ".join(list(WORDS)[:3])])) == 1
+
+
 # A run of the tiny model whose numbers can be recomputed: no dropout, float32.
 EXACT = {"size": "tiny", "model_config": json.dumps({"dropout": 0.0}), "fp32": True, "bleu_sentences": 0}
 

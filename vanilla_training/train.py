@@ -438,18 +438,22 @@ def evaluate_directions(
     }
 
 
-def save_final(job: TrainingJob, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, results: dict) -> Path:
-    """`final/`: the model decoding as the paper does (with the recipe's length penalty), its tokenizer and code,
-    the results, and the model card (for a Vanilla model with a test BLEU)."""
+def save_final_model(job: TrainingJob, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -> Path:
+    """`final/`: the model decoding as the paper does (with the recipe's length penalty), its tokenizer and code.
+    Saved before the test, so that a test cut short (a multilingual run's 132 directions) leaves the model."""
     final_dir = Path(job.output_dir) / "final"
     model.save_pretrained(final_dir)
     tokenizer.save_pretrained(final_dir)
+    return final_dir
+
+
+def save_final_results(final_dir: Path, model: PreTrainedModel, results: dict) -> None:
+    """`final/`'s results and, for a Vanilla model with a test BLEU, its model card."""
     (final_dir / "training_results.json").write_text(json.dumps(results, indent=2))
     if "test" in results and model.config.model_type == VanillaConfig.model_type:
         (final_dir / "README.md").write_text(render_card(final_dir))  # a local card: push renders it for the repo
     else:
         print("no model card (README.md): it needs a test split and a Vanilla model")
-    return final_dir
 
 
 def run_results(
@@ -539,11 +543,13 @@ def train(job: TrainingJob, model_factory: ModelFactory = VanillaForConditionalG
         "test": len(splits.get("test", [])),
     }
     results = run_results(job, trainer, model, sizes, chosen, seconds)
+    final_dir = save_final_model(job, model, tokenizer)
     if "test" in splits:
+        print(f"model and tokenizer saved in {final_dir}; testing")
         evaluate = evaluate_directions if job.multilingual else evaluate_test
         results["test"] = evaluate(job, model, tokenizer, splits["test"])
     results["total_seconds"] = round(time.time() - started)
-    final_dir = save_final(job, model, tokenizer, results)
+    save_final_results(final_dir, model, results)
     plot_training(trainer.state.log_history, Path(job.output_dir) / "training.png")
     print(f"\nmodel, tokenizer and code in {final_dir}; plot in {job.output_dir}; {results['total_seconds']} s in all")
     return results
