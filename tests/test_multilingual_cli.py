@@ -305,3 +305,34 @@ def test_a_corpus_without_validation_verses_is_refused_by_name(tmp_path: Path, m
     monkeypatch.setenv("VANILLA_DATA_DIR", str(tmp_path))
     with pytest.raises(ValueError, match="the corpus of en, de, fr has no validation verse that every language has"):
         multilingual.training_splits(LANGUAGES)
+
+
+def test_the_multilingual_table_scores_each_direction_as_vanilla_evaluate_does_beside_the_per_pair_record(
+    run: Path, environment: dict, tmp_path: Path
+) -> None:
+    experiments = Path(__file__).resolve().parents[1] / "experiments"
+    scores = tmp_path / "table.json"
+    printed = subprocess.run(
+        [sys.executable, str(experiments / "multilingual_table.py"), str(run), "--directions", "en-de,en-fr"]
+        + ["--json", str(scores)],
+        capture_output=True,
+        text=True,
+        env=environment,
+        timeout=300,
+    )
+    assert printed.returncode == 0, printed.stderr[-3000:]
+    rows = json.loads(scores.read_text())["directions"]
+    evaluated = json.loads(command("vanilla-evaluate", str(run), "--pair", "en-fr", "--json", env=environment).stdout)
+    assert rows["en-fr"]["multilingual"] == {
+        "bleu": round(evaluated["bleu"]["score"], 2),
+        "chrf": round(evaluated["chrf"]["score"], 2),
+        "sentences": 12,
+    }
+    assert rows["en-de"]["per_pair"] == {"bleu": 19.88, "chrf": 46.3, "sentences": 1866}  # docs/corpus.md's row
+    table = {line.split("|")[1].strip(): line for line in printed.stdout.splitlines() if line.startswith("| ")}
+    for direction, row in rows.items():
+        pair, one = row["per_pair"], row["multilingual"]
+        assert table[direction].split("|")[3].strip() == f"{pair['bleu']:.2f} / {pair['chrf']:.2f}"
+        assert f"{one['bleu'] - pair['bleu']:+.2f} / {one['chrf'] - pair['chrf']:+.2f}" in table[direction]
+        assert f"12 (per-pair: {pair['sentences']:,})" in table[direction]  # the tiny corpus is not the real one
+    assert "wins on bleu: 0 of 2 (none)" in printed.stdout  # 12 verses of a tiny model against the real demo models
