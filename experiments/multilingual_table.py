@@ -56,19 +56,18 @@ def multilingual_scores(translator, direction: str) -> dict:
 
 def markdown(rows: dict[str, dict]) -> str:
     """The table: per-pair and multilingual BLEU / chrF by direction, their differences, and the means."""
+    means = {
+        system: {metric: sum(row[system][metric] for row in rows.values()) / len(rows) for metric in ("bleu", "chrf")}
+        for system in ("per_pair", "multilingual")
+    }
     lines = [
         "| direction | test verses | per-pair BLEU / chrF | multilingual BLEU / chrF | difference (BLEU / chrF) |",
         "|---|---:|---:|---:|---:|",
     ]
-    names = [*rows, "mean"]
-    for name in names:
-        if name == "mean":
-            pair, one = ({m: sum(r[k][m] for r in rows.values()) / len(rows) for m in ("bleu", "chrf")}
-                         for k in ("per_pair", "multilingual"))  # fmt: skip
-        else:
-            pair, one = rows[name]["per_pair"], rows[name]["multilingual"]
-        verses = "" if name == "mean" else f"{one['sentences']:,}"
-        if name != "mean" and one["sentences"] != pair["sentences"]:  # the split changed since the per-pair run
+    for name, row in [*rows.items(), ("mean", means)]:
+        pair, one = row["per_pair"], row["multilingual"]
+        verses = f"{one['sentences']:,}" if "sentences" in one else ""
+        if "sentences" in one and one["sentences"] != pair["sentences"]:  # the split changed since the per-pair run
             verses += f" (per-pair: {pair['sentences']:,})"
         lines.append(
             f"| {name} | {verses} | {pair['bleu']:.2f} / {pair['chrf']:.2f} | {one['bleu']:.2f} / {one['chrf']:.2f} | "
