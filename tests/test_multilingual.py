@@ -22,6 +22,8 @@ from vanilla_training.cli import translate as translate_command
 from vanilla_training.tokenizer import train_joint_bpe
 from vanilla_training.translator import LanguageMismatchError, load_translator
 
+pytestmark = pytest.mark.decoding
+
 LANGUAGES = ["en", "de", "fr"]
 # concept -> its word in en, de, fr
 DICTIONARY = {
@@ -34,6 +36,7 @@ DICTIONARY = {
     "red": ("red", "rote", "rouge"),
 }
 SENTENCES = [["the", "big", "house"], ["one", "two", "three"], ["red", "house", "two"]]
+DIRECTIONS = multilingual.directions(LANGUAGES)
 SIZE = {
     "d_model": 64,
     "encoder_layers": 2,
@@ -68,27 +71,61 @@ def toy_rows(rng: random.Random, count: int) -> list[dict]:
     return rows
 
 
-def train(model: VanillaForConditionalGeneration, tokenizer: VanillaTokenizer, steps: int = 400) -> None:
-    """Adam steps of 48 rows of mixed directions, encoded by `multilingual.encode` (one thread: a tiny model)."""
+# The toy's decisions must not hang on a float: at every step of every direction's answer the dictionary's token beats
+# the runner-up by this many nats (another CPU's kernels, summing in another order, move a score by about 1e-5).
+MARGIN = 2.0
+
+
+def train(model: VanillaForConditionalGeneration, tokenizer: VanillaTokenizer, rounds: int = 8) -> None:
+    """Adam steps of 48 rows of mixed directions, encoded by `multilingual.encode` (one thread: a tiny model), 200 at a
+    time until every direction's answer is decided by `MARGIN` (at most `rounds` times 200 steps)."""
     rng = random.Random(0)
     rows = toy_rows(rng, 400)
     optimizer = torch.optim.Adam(model.parameters(), lr=3e-3)
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        model.train()
-        for _ in range(steps):
-            batch = rng.sample(rows, 48)
-            encoded = multilingual.encode(tokenizer, {key: [row[key] for row in batch] for key in batch[0]})
-            sources = tokenizer.pad({"input_ids": encoded["input_ids"]}, return_tensors="pt")
-            labels = tokenizer.pad({"input_ids": encoded["labels"]}, return_tensors="pt")["input_ids"]
-            labels = labels.masked_fill(labels == tokenizer.pad_token_id, -100)
-            model(**sources, labels=labels).loss.backward()
-            optimizer.step()
-            optimizer.zero_grad()
+        for _ in range(rounds):
+            model.train()
+            for _ in range(200):
+                batch = rng.sample(rows, 48)
+                encoded = multilingual.encode(tokenizer, {key: [row[key] for row in batch] for key in batch[0]})
+                sources = tokenizer.pad({"input_ids": encoded["input_ids"]}, return_tensors="pt")
+                labels = tokenizer.pad({"input_ids": encoded["labels"]}, return_tensors="pt")["input_ids"]
+                labels = labels.masked_fill(labels == tokenizer.pad_token_id, -100)
+                model(**sources, labels=labels).loss.backward()
+                optimizer.step()
+                optimizer.zero_grad()
+            model.eval()
+            if smallest_margin(model, tokenizer) > MARGIN:
+                return
     finally:
         torch.set_num_threads(threads)
-    model.eval()
+
+
+def smallest_margin(model: VanillaForConditionalGeneration, tokenizer: VanillaTokenizer) -> float:
+    """The least, over the 6 directions, the test sentences and the steps after the forced language token, of the
+    dictionary's next token's log-probability minus the best other token's, the decoder fed the dictionary's answer."""
+    smallest = float("inf")
+    for source, target in DIRECTIONS:
+        batch = multilingual.encode(
+            tokenizer,
+            {
+                "source": [say(s, source) for s in SENTENCES],
+                "target": [say(s, target) for s in SENTENCES],
+                "target_lang": [target] * len(SENTENCES),
+            },
+        )
+        labels = tokenizer.pad({"input_ids": batch["labels"]}, return_tensors="pt")["input_ids"]
+        batch = tokenizer.pad({"input_ids": batch["input_ids"]}, return_tensors="pt")
+        with torch.no_grad():
+            log_probs = model(**batch, labels=labels).logits.log_softmax(-1)[:, 1:]
+        answer = labels[:, 1:]
+        expected = log_probs.gather(-1, answer[..., None])[..., 0]
+        runner_up = log_probs.scatter(-1, answer[..., None], float("-inf")).amax(-1)
+        gaps = (expected - runner_up)[answer != tokenizer.pad_token_id]
+        smallest = min(smallest, gaps.min().item())
+    return smallest
 
 
 def save_toy_model(path: Path) -> Path:
@@ -112,9 +149,6 @@ def folder(tmp_path_factory) -> Path:
     return save_toy_model(tmp_path_factory.mktemp("multilingual") / "model")
 
 
-DIRECTIONS = multilingual.directions(LANGUAGES)
-
-
 def generated(folder: Path, source: str, target: str, **options) -> list[str]:
     model = VanillaForConditionalGeneration.from_pretrained(folder).eval()
     tokenizer = AutoTokenizer.from_pretrained(folder)
@@ -123,6 +157,12 @@ def generated(folder: Path, source: str, target: str, **options) -> list[str]:
     forced = tokenizer.convert_tokens_to_ids(f"__{target}__")
     ids = model.generate(**inputs, forced_bos_token_id=forced, **options)
     return tokenizer.batch_decode(ids, skip_special_tokens=True)
+
+
+def test_the_toy_is_decided_by_a_wide_margin_in_every_direction(folder: Path) -> None:
+    """What lets the tests below compare decodings for equality on any CPU: the answers are not near-ties."""
+    model = VanillaForConditionalGeneration.from_pretrained(folder).eval()
+    assert smallest_margin(model, AutoTokenizer.from_pretrained(folder)) > MARGIN
 
 
 def test_the_config_and_tokenizer_record_the_languages(folder: Path) -> None:

@@ -154,13 +154,29 @@ def test_help_shows_each_recipe_option_in_every_preset(capsys):
         ("fpu avx2 avx512f avx512bw", False),  # AVX-512 without bf16: torch emulates it
     ],
 )
-def test_native_bfloat16_is_read_from_the_cpu_flags(tmp_path, flags, native):
+def test_native_bfloat16_is_read_from_the_cpu_flags(tmp_path, monkeypatch, flags, native):
+    monkeypatch.setattr(precision, "kernels_held_below_bf16", lambda: False)
     cpuinfo = tmp_path / "cpuinfo"
     cpuinfo.write_text(f"processor\t: 0\nflags\t\t: {flags}\n\nprocessor\t: 1\nflags\t\t: {flags}\n")
     assert precision.native_bf16_cpu(cpuinfo) is native
     arm = tmp_path / "arm"
     arm.write_text("processor\t: 0\nFeatures\t: fp asimd sve bf16\n")
     assert precision.native_bf16_cpu(arm) and not precision.native_bf16_cpu(tmp_path / "absent")
+
+
+def test_kernels_held_to_avx2_count_as_a_cpu_without_bfloat16(tmp_path, monkeypatch):
+    """The AVX2 emulation (ATEN_CPU_CAPABILITY, ONEDNN_MAX_CPU_ISA) makes `auto` choose fp32 on a bfloat16 CPU."""
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text("processor\t: 0\nflags\t\t: fpu avx2 avx512f avx512_bf16\n")
+    monkeypatch.setattr(precision.torch.backends.cpu, "get_cpu_capability", lambda: "AVX512")
+    monkeypatch.delenv("ONEDNN_MAX_CPU_ISA", raising=False)
+    assert precision.native_bf16_cpu(cpuinfo)
+    for isa, native in (("AVX2", False), ("avx512_core_vnni", False), ("AVX512_CORE_BF16", True), ("ALL", True)):
+        monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", isa)
+        assert precision.native_bf16_cpu(cpuinfo) is native, isa
+    monkeypatch.delenv("ONEDNN_MAX_CPU_ISA")
+    monkeypatch.setattr(precision.torch.backends.cpu, "get_cpu_capability", lambda: "AVX2")
+    assert not precision.native_bf16_cpu(cpuinfo)
 
 
 def test_auto_precision_follows_the_cpu(monkeypatch):

@@ -15,6 +15,8 @@ from vanilla_training.serving.backends import CTranslate2Backend, TorchBackend
 from vanilla_training.serving.settings import ServeSettings
 from vanilla_training.translator import Translator, load_translator
 
+pytestmark = pytest.mark.decoding
+
 DIRECTIONS = multilingual.directions(LANGUAGES)
 
 

@@ -2,6 +2,7 @@
 fp16 mixed precision where the GPU or CPU computes it natively. The one reader of `/proc/cpuinfo` for the package
 and the benchmarks."""
 
+import os
 from pathlib import Path
 
 import torch
@@ -9,6 +10,10 @@ import torch
 CPUINFO = Path("/proc/cpuinfo")
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")
 NATIVE_BF16_FLAGS = frozenset({"avx512_bf16", "amx_bf16", "bf16"})  # x86 AVX512-BF16 or AMX-BF16, Arm BF16
+# oneDNN's instruction sets (ONEDNN_MAX_CPU_ISA) that have no bfloat16 arithmetic
+ONEDNN_ISAS_WITHOUT_BF16 = frozenset(
+    {"SSE41", "AVX", "AVX2", "AVX2_VNNI", "AVX2_VNNI_2", "AVX512_CORE", "AVX512_CORE_VNNI"}
+)
 
 
 def cpu_model(cpuinfo: Path = CPUINFO) -> str | None:
@@ -32,10 +37,17 @@ def cpu_flags(cpuinfo: Path = CPUINFO) -> set[str]:
     return flags
 
 
+def kernels_held_below_bf16() -> bool:
+    """Whether torch's kernels are held to an instruction set without bfloat16 (`ATEN_CPU_CAPABILITY=avx2`,
+    `ONEDNN_MAX_CPU_ISA=AVX2`), as benchmarks/avx2_emulation.sh holds them to stand in for a CPU without it."""
+    held = os.environ.get("ONEDNN_MAX_CPU_ISA", "").upper() in ONEDNN_ISAS_WITHOUT_BF16
+    return held or torch.backends.cpu.get_cpu_capability() == "AVX2"
+
+
 def native_bf16_cpu(cpuinfo: Path = CPUINFO) -> bool:
-    """Whether this CPU computes in bfloat16 natively, per its flags in `cpuinfo`. Without it torch emulates bf16
-    matmuls, and mixed precision is slower than float32."""
-    return bool(cpu_flags(cpuinfo) & NATIVE_BF16_FLAGS)
+    """Whether this CPU computes in bfloat16 natively, per its flags in `cpuinfo`, and torch's kernels may use it.
+    Without it torch emulates bf16 matmuls, and mixed precision is slower than float32."""
+    return bool(cpu_flags(cpuinfo) & NATIVE_BF16_FLAGS) and not kernels_held_below_bf16()
 
 
 def resolve_precision(precision: str) -> str:
