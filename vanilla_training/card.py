@@ -17,12 +17,11 @@ import torch
 import transformers
 
 from .corpus import FROZEN_PAIRS, LANGUAGE_NAMES, VERSIONS, free_versions, parse_pair
-from .precision import cpu_model
+from .precision import PRECISIONS, cpu_model
 
 TEMPLATE = Path(__file__).resolve().parent / "hub_card.md"
 # Placed between double quotes in the YAML header and in the code snippets.
 QUOTED = ("model_id", "dataset_type", "dataset_name", "signature")
-PRECISIONS = {"fp32": "float32", "bf16": "bfloat16 mixed precision", "fp16": "float16 mixed precision"}
 # The repo id of a card written for a local folder: `vanilla_training.push` renders the card again with the real one.
 PLACEHOLDER_ID = "NAMESPACE/MODEL_NAME"
 LOCAL_NOTE = (

@@ -3,6 +3,7 @@ home here; the rest of `vanilla_training/` imports it. (The paper's decoding, se
 `modeling_vanilla.paper_generation_config`; its model sizes, Table 3, in `modeling_vanilla.PRESETS`.)"""
 
 import dataclasses
+from collections.abc import Callable
 from typing import Any
 
 from modeling_vanilla import LENGTH_PENALTY
@@ -31,10 +32,30 @@ def equation_3(step: int, d_model: int, warmup_steps: int) -> float:
     return d_model**-0.5 * min(step**-0.5, step * warmup_steps**-1.5)
 
 
-def setting(group: str, help: str, **field_options: Any) -> Any:
-    """A `Recipe` field that `vanilla-train` offers as an option: its --help `group` and `help` text (as fairseq's
-    dataclass configs carry theirs)."""
-    return dataclasses.field(metadata={"group": group, "help": help}, **field_options)
+def setting(
+    group: str,
+    help: str,
+    *,
+    type: Callable[[str], Any] | None = None,
+    metavar: str | None = None,
+    choices: tuple[str, ...] | None = None,
+    action: str | None = None,
+    least: int | None = None,
+    **field_options: Any,
+) -> Any:
+    """A field that `vanilla-train` offers as an option (of `Recipe` or `train_settings.TrainSettings`): its --help
+    `group` and `help` text (as fairseq's dataclass configs carry theirs), the option's argparse `type`, `metavar`,
+    `choices` and `action`, and the `least` value it takes (checked once parsed, naming the option)."""
+    metadata = {
+        "group": group,
+        "help": help,
+        "type": type,
+        "metavar": metavar,
+        "choices": choices,
+        "action": action,
+        "least": least,
+    }
+    return dataclasses.field(metadata=metadata, **field_options)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -53,7 +74,9 @@ class Recipe:
     average_last: int = setting("output", "checkpoints averaged into the final model (section 6.1)")
     lr_scale: float = setting("recipe", "multiplies equation 3's learning rate", default=1.0)
     label_smoothing: float = setting("recipe", "label smoothing (section 5.4)", default=LABEL_SMOOTHING)
-    dropout: float | None = setting("model", "dropout of the model (section 5.4; none: its size's)", default=None)
+    dropout: float | None = setting(
+        "model", "dropout of the model (section 5.4; none: its size's)", type=float, default=None
+    )
     max_length: int = setting(
         "data", "longest pair kept, in tokens (longer pairs are counted and left out)", default=256
     )
@@ -66,6 +89,7 @@ class Recipe:
     selection: str = setting(
         "evaluation",
         "checkpoints averaged at the end: the last ones, or those ending at the best evaluation",
+        choices=SELECTIONS,
         default="last",
     )
     patience: int = setting(
@@ -78,6 +102,7 @@ class Recipe:
         "data",
         "built-in corpus: train on one version a side (one), that and one verse in 12 worded as the source's second "
         "free version (mixed), or every free version pairing (all)",
+        choices=VERSION_CHOICES,
         default="one",
     )
 
