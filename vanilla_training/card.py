@@ -16,7 +16,7 @@ from typing import Any
 import torch
 import transformers
 
-from .corpus import FROZEN_PAIRS, LANGUAGE_NAMES, VERSIONS, free_versions, parse_pair
+from .corpus import FROZEN_PAIRS, VERSIONS, free_versions, language_name, parse_pair
 from .precision import PRECISIONS, cpu_model
 
 TEMPLATE = Path(__file__).resolve().parent / "hub_card.md"
@@ -237,11 +237,6 @@ def licence_declaration(results: dict[str, Any]) -> str:
     else:
         why = "the code's; the run does not record its data's licence: check it before publishing"
     return f"the model card declares license: {licence_values(results)['license']} ({why})"
-
-
-def language_name(code: str) -> str:
-    """The English name of a language code (German for "de"); an unknown code as it is."""
-    return LANGUAGE_NAMES.get(code, code)
 
 
 def plural(count: int, word: str, many: str | None = None) -> str:
