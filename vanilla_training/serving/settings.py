@@ -8,13 +8,19 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ..cli.common import positive
-
 BACKENDS = ("torch", "ctranslate2")
 BATCHING = ("continuous", "batches")
 PRECISIONS = ("auto", "fp32", "bf16")
 QUANTIZATIONS = ("float32", "int8")
 LOG_LEVELS = ("critical", "error", "warning", "info", "debug")
+
+
+def positive(text: str) -> int:
+    """An option's type: an integer of at least 1."""
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
 
 
 def limit(text: str) -> int:
