@@ -284,17 +284,15 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
-def main(argv: list[str] | None = None) -> dict:
-    args = parse_args(argv)
+def measure_systems(args: argparse.Namespace, sentences: list[str]) -> dict[str, dict]:
+    """Each system's offline figures, then its server's at each number of clients (a server of its own each)."""
     source, target = args.pair.split("-")
-    sentences = read_sentences(args)
     results: dict[str, dict] = {}
-    most, fewest = max(args.clients), min(args.clients)
     with tempfile.TemporaryDirectory(prefix="serve-speed-") as folder:
         cache = Path(folder) / "ct2"
         offline: dict[tuple[str, str], dict[str, float]] = {}  # by backend and kind: the server's batching aside
         for system in args.systems:
-            group = most * args.per_request
+            group = max(args.clients) * args.per_request
             backend = SYSTEMS[system][:2]
             if backend not in offline:
                 offline[backend] = measure_offline(args.model, system, sentences, args.max_tokens, group, cache)
@@ -313,11 +311,16 @@ def main(argv: list[str] | None = None) -> dict:
             finally:
                 process.terminate()
                 process.wait(timeout=120)
+    return results
+
+
+def print_table(args: argparse.Namespace, sentences: list[str], results: dict[str, dict]) -> None:
+    """The Markdown table: each system's offline figures and its server's at each number of clients."""
     print(
         f"{len(sentences)} sentences ({args.pair}), {args.per_request} a request, model {args.model}, "
         f"torch systems in {args.torch_workers} worker process(es)"
     )
-    group = most * args.per_request
+    group = max(args.clients) * args.per_request
     header = f"| system | offline sent/s | offline in groups of {group} | in sorted groups of {group} | "
     print(header + " | ".join(f"{c} clients: sent/s, p50, p95, batch" for c in args.clients) + " |")
     print("|---" * (4 + len(args.clients)) + "|")
@@ -332,6 +335,12 @@ def main(argv: list[str] | None = None) -> dict:
             f"{result['offline_in_sorted_groups']:.1f} | "
         )
         print(offline + " | ".join(cells) + " |")
+
+
+def print_ratios(args: argparse.Namespace, results: dict[str, dict]) -> None:
+    """Each system's throughput at the most clients against offline and against the fewest clients, where its
+    CPU time went, and ct2-int8 against torch-bf16."""
+    most, fewest = max(args.clients), min(args.clients)
     for system, result in results.items():
         at_most = result[most]["sentences_per_second"]
         print(
@@ -351,6 +360,14 @@ def main(argv: list[str] | None = None) -> dict:
     if {"ct2-int8", "torch-bf16"} <= results.keys():
         ratio = results["ct2-int8"][most]["sentences_per_second"] / results["torch-bf16"][most]["sentences_per_second"]
         print(f"ct2-int8 / torch-bf16 at {most} clients: {ratio:.2f}x")
+
+
+def main(argv: list[str] | None = None) -> dict:
+    args = parse_args(argv)
+    sentences = read_sentences(args)
+    results = measure_systems(args, sentences)
+    print_table(args, sentences, results)
+    print_ratios(args, results)
     if args.json is not None:
         summary = {"sentences": len(sentences), "per_request": args.per_request, "torch_workers": args.torch_workers}
         summary["results"] = results

@@ -29,12 +29,11 @@ import tempfile
 import zipfile
 from pathlib import Path
 
-from huggingface_hub import snapshot_download
 from transformers import AutoTokenizer
 
-from vanilla_training.card import LOCAL_NOTE, language_name, render_card
-from vanilla_training.corpus import build_corpus
-from vanilla_training.translator import RESULTS, model_folder, recorded_languages
+from vanilla_training.card import LOCAL_NOTE, render_card
+from vanilla_training.corpus import build_corpus, language_name
+from vanilla_training.translator import RESULTS, local_folder, recorded_languages
 
 from .export_ctranslate2 import QUANTIZATIONS, VanillaConverter
 
@@ -49,17 +48,6 @@ class ArgosConverter(VanillaConverter):
         spec = super()._load()
         spec.config.add_source_eos = True
         return spec
-
-
-def local_folder(model: str | Path) -> Path:
-    """The folder of `model` (a run folder's `final/`, a model folder, or a Hub id, downloaded);
-    FileNotFoundError for a local path that does not exist."""
-    folder = Path(model_folder(model))
-    if folder.is_dir():
-        return folder
-    if folder.is_absolute() or str(model).startswith("."):
-        raise FileNotFoundError(f"model folder {str(model)!r} does not exist")
-    return Path(snapshot_download(str(model)))
 
 
 def texts_to_check(results: dict, languages: tuple[str, str]) -> list[str]:

@@ -341,9 +341,8 @@ def test_the_requests_side_counts_tokens_with_a_tokenizer_of_its_own():
 def test_the_ctranslate2_export_of_a_hub_id_follows_its_revision(tmp_path, monkeypatch):
     """A model given by Hub id is exported from the snapshot of the revision loaded: a new revision (new weights)
     is exported anew, and the old one's export is found again."""
-    import transformers.utils
-
     from modeling_vanilla import export_ctranslate2 as exporter
+    from vanilla_training import translator as translator_module
     from vanilla_training.serving.backends import ct2_model_folder
 
     snapshots = {}
@@ -354,7 +353,7 @@ def test_the_ctranslate2_export_of_a_hub_id_follows_its_revision(tmp_path, monke
         (folder / "model.safetensors").write_bytes(weights)
         snapshots[revision] = folder
     current, exported = ["1" * 40], []
-    monkeypatch.setattr(transformers.utils, "cached_file", lambda model, name, **_: str(snapshots[current[0]] / name))
+    monkeypatch.setattr(translator_module, "snapshot_download", lambda model, **_: str(snapshots[current[0]]))
 
     def export(folder, destination, quantization, force):
         exported.append(Path(folder))

@@ -16,13 +16,12 @@ from typing import Any
 import torch
 import transformers
 
-from .corpus import FROZEN_PAIRS, LANGUAGE_NAMES, VERSIONS, free_versions, parse_pair
-from .precision import cpu_model
+from .corpus import FROZEN_PAIRS, VERSIONS, free_versions, language_name, parse_pair
+from .precision import PRECISIONS, cpu_model
 
 TEMPLATE = Path(__file__).resolve().parent / "hub_card.md"
 # Placed between double quotes in the YAML header and in the code snippets.
 QUOTED = ("model_id", "dataset_type", "dataset_name", "signature")
-PRECISIONS = {"fp32": "float32", "bf16": "bfloat16 mixed precision", "fp16": "float16 mixed precision"}
 # The repo id of a card written for a local folder: `vanilla_training.push` renders the card again with the real one.
 PLACEHOLDER_ID = "NAMESPACE/MODEL_NAME"
 LOCAL_NOTE = (
@@ -238,11 +237,6 @@ def licence_declaration(results: dict[str, Any]) -> str:
     else:
         why = "the code's; the run does not record its data's licence: check it before publishing"
     return f"the model card declares license: {licence_values(results)['license']} ({why})"
-
-
-def language_name(code: str) -> str:
-    """The English name of a language code (German for "de"); an unknown code as it is."""
-    return LANGUAGE_NAMES.get(code, code)
 
 
 def plural(count: int, word: str, many: str | None = None) -> str:

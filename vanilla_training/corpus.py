@@ -376,6 +376,12 @@ LANGUAGE_NAMES = {
     "sw": "Swahili", "id": "Indonesian", "vi": "Vietnamese", "tl": "Tagalog",
 }  # fmt: skip
 
+
+def language_name(code: str) -> str:
+    """The English name of a language code (German for "de"); an unknown code as it is."""
+    return LANGUAGE_NAMES.get(code, code)
+
+
 # Verse-number markers such as "(3:1)", "(63:19b)" or "(54-2)"; one Segond verse lacks its closing parenthesis.
 _MARKER = regex.compile(r"\(\d+[:-]\d+[ab]?\)?")
 # A reference in parentheses or brackets, e.g. "(याकू. 3:9)" or "[Ésaïe 8:12-13]".

@@ -8,7 +8,8 @@ from pathlib import Path
 import torch
 
 CPUINFO = Path("/proc/cpuinfo")
-PRECISIONS = ("auto", "fp32", "bf16", "fp16")
+# What a run trains in, as the model card words it; `vanilla-train --precision` takes one or auto (`resolve_precision`).
+PRECISIONS = {"fp32": "float32", "bf16": "bfloat16 mixed precision", "fp16": "float16 mixed precision"}
 NATIVE_BF16_FLAGS = frozenset({"avx512_bf16", "amx_bf16", "bf16"})  # x86 AVX512-BF16 or AMX-BF16, Arm BF16
 # oneDNN's instruction sets (ONEDNN_MAX_CPU_ISA) that have no bfloat16 arithmetic
 ONEDNN_ISAS_WITHOUT_BF16 = frozenset(

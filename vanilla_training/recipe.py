@@ -3,6 +3,7 @@ home here; the rest of `vanilla_training/` imports it. (The paper's decoding, se
 `modeling_vanilla.paper_generation_config`; its model sizes, Table 3, in `modeling_vanilla.PRESETS`.)"""
 
 import dataclasses
+from collections.abc import Callable
 from typing import Any
 
 from modeling_vanilla import LENGTH_PENALTY
@@ -17,10 +18,9 @@ WARMUP_STEPS = 4000
 # Section 5.4: label smoothing of value 0.1.
 LABEL_SMOOTHING = 0.1
 SELECTIONS = ("last", "best")  # see Recipe.selection
-# Languages written in the Latin script (of the built-in corpus's). The demo preset's full learning rate and 8,000
-# tokens train a pair of two of them (en-de, de-en, en-fr); on the pairs outside it that were tried at that rate
-# (ru-uk, en-ar, ar-en) the encoder collapsed and the decoder ignored its source, and half the rate trained; they
-# were measured at 4,000 tokens (a 12,000-token en-de run collapsed the same way on one seed of three: docs/corpus.md).
+# Languages written in the Latin script (of the built-in corpus's): the demo preset trains a pair of two of them at
+# its full learning rate and 8,000 tokens, any other pair at half the rate and 4,000 tokens (`recipe_for`; why:
+# docs/recipes.md).
 LATIN_SCRIPT = frozenset({"en", "de", "fr", "it", "es", "pt", "pl", "ro", "tr", "vi", "id", "sw", "tl"})
 
 
@@ -31,10 +31,30 @@ def equation_3(step: int, d_model: int, warmup_steps: int) -> float:
     return d_model**-0.5 * min(step**-0.5, step * warmup_steps**-1.5)
 
 
-def setting(group: str, help: str, **field_options: Any) -> Any:
-    """A `Recipe` field that `vanilla-train` offers as an option: its --help `group` and `help` text (as fairseq's
-    dataclass configs carry theirs)."""
-    return dataclasses.field(metadata={"group": group, "help": help}, **field_options)
+def setting(
+    group: str,
+    help: str,
+    *,
+    type: Callable[[str], Any] | None = None,
+    metavar: str | None = None,
+    choices: tuple[str, ...] | None = None,
+    action: str | None = None,
+    least: int | None = None,
+    **field_options: Any,
+) -> Any:
+    """A field that `vanilla-train` offers as an option (of `Recipe` or `train_settings.TrainSettings`): its --help
+    `group` and `help` text (as fairseq's dataclass configs carry theirs), the option's argparse `type`, `metavar`,
+    `choices` and `action`, and the `least` value it takes (checked once parsed, naming the option)."""
+    metadata = {
+        "group": group,
+        "help": help,
+        "type": type,
+        "metavar": metavar,
+        "choices": choices,
+        "action": action,
+        "least": least,
+    }
+    return dataclasses.field(metadata=metadata, **field_options)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -53,7 +73,9 @@ class Recipe:
     average_last: int = setting("output", "checkpoints averaged into the final model (section 6.1)")
     lr_scale: float = setting("recipe", "multiplies equation 3's learning rate", default=1.0)
     label_smoothing: float = setting("recipe", "label smoothing (section 5.4)", default=LABEL_SMOOTHING)
-    dropout: float | None = setting("model", "dropout of the model (section 5.4; none: its size's)", default=None)
+    dropout: float | None = setting(
+        "model", "dropout of the model (section 5.4; none: its size's)", type=float, default=None
+    )
     max_length: int = setting(
         "data", "longest pair kept, in tokens (longer pairs are counted and left out)", default=256
     )
@@ -66,6 +88,7 @@ class Recipe:
     selection: str = setting(
         "evaluation",
         "checkpoints averaged at the end: the last ones, or those ending at the best evaluation",
+        choices=SELECTIONS,
         default="last",
     )
     patience: int = setting(
@@ -78,6 +101,7 @@ class Recipe:
         "data",
         "built-in corpus: train on one version a side (one), that and one verse in 12 worded as the source's second "
         "free version (mixed), or every free version pairing (all)",
+        choices=VERSION_CHOICES,
         default="one",
     )
 
@@ -111,10 +135,9 @@ RECIPES = {
     # weights from N(0, 0.02), no dropout) with an 8,000-token vocabulary, verses of up to 64 tokens, steps of 2k
     # tokens at the full learning rate of equation 3 after a 400-step warmup, for as many steps as 10 minutes allow;
     # validation BLEU on the whole validation split every 2,000 steps and at the end picks the checkpoints to average;
-    # it decodes with a length penalty of 1.0 (chosen on the validation split). On the built-in corpus, one train verse
-    # in 12 comes a second time worded as the source's second free version (English: the KJV beside the WEB), which
-    # makes it robust to that wording at no cost to the first. docs/recipes.md lists how this differs from the paper,
-    # and why.
+    # it decodes with a length penalty of 1.0. On the built-in corpus, one train verse in 12 comes a second time worded
+    # as the source's second free version (English: the KJV beside the WEB). How this differs from the paper, and
+    # why: docs/recipes.md.
     "demo": Recipe(
         size="demo",
         vocab_size=8000,
@@ -134,8 +157,8 @@ RECIPES = {
         versions="mixed",
     ),
     # An hour of training on 2 CPU cores: the "small" size (d_model 256, 3 + 3 layers) with dropout 0.2 and half of
-    # equation 3's learning rate (at the full rate this size stalls and its decoder ignores the source), stopping
-    # after 3 evaluations (6,000 steps) without a better validation BLEU; the demo's versions (docs/recipes.md).
+    # equation 3's learning rate, stopping after 3 evaluations (6,000 steps) without a better validation BLEU; the
+    # demo's versions (why: docs/recipes.md).
     "hour": Recipe(
         size="small",
         vocab_size=4000,
@@ -155,15 +178,11 @@ RECIPES = {
         patience=3,
         versions="mixed",
     ),
-    # The paper's base model (Table 3) with ~25k target tokens per step (section 5.1; 4096 x 6 accumulated on one
-    # device: divide gradient_accumulation_steps by the number of processes).
-    # One model for many directions of the built-in corpus (`vanilla-train --languages ...`, issue 52), in at most two
-    # hours on 2 CPU cores: the "small" size (d_model 256, 3 + 3 layers) with dropout 0.1 and half of equation 3's rate
-    # (the rate that trains pairs outside the Latin script), a 16,000-token joint vocabulary (tokens per test verse
-    # 1.14-1.24x each language's own 8,000-token tokenizer's over the 12 free languages, against 1.32-1.50x at 8,000:
-    # benchmarks/results/multilingual-vocab-2026-12-06.md), verses of up to 96 tokens (longer scripts), validation
-    # BLEU (the mean over directions) on 600 sentences every 2,000 steps picking the checkpoints to average; one
-    # version a language (docs/recipes.md).
+    # One model for many directions of the built-in corpus (`vanilla-train --languages ...`), in at most two hours on
+    # 2 CPU cores: the "small" size (d_model 256, 3 + 3 layers) with dropout 0.1 and half of equation 3's rate, a
+    # 16,000-token joint vocabulary, verses of up to 96 tokens, validation BLEU (the mean over directions) on 600
+    # sentences every 2,000 steps picking the checkpoints to average; one version a language (why: docs/recipes.md,
+    # "The multilingual preset").
     "multilingual": Recipe(
         size="small",
         vocab_size=16000,
@@ -182,6 +201,8 @@ RECIPES = {
         selection="best",
         patience=3,
     ),
+    # The paper's base model (Table 3) with ~25k target tokens per step (section 5.1; 4096 x 6 accumulated on one
+    # device: divide gradient_accumulation_steps by the number of processes).
     "base": Recipe(
         size="base",
         vocab_size=37000,

@@ -1,6 +1,6 @@
 """The training job, step by step (each step is a function below): data, tokenizer, model, trainer, train, average,
 evaluate, save and card. `vanilla-train` (`vanilla_training.cli.train`) parses the command line into a
-`TrainingJob` and calls `train`.
+`train_settings.TrainingJob` and calls `train`.
 
 The recipe (section 5): Adam (beta 0.9/0.98, eps 1e-9), lr = d_model^-0.5 * min(step^-0.5, step * warmup^-1.5),
 label smoothing 0.1, dropout 0.1, batches of about `max_tokens` tokens of sentences of similar length, checkpoint
@@ -40,52 +40,13 @@ from .card import environment, render_card
 from .evaluation import corpus_bleu, corpus_chrf
 from .plot import plot_training
 from .precision import precision_reason, training_attention
-from .preprocess import DataSource
 from .tokenizer import train_joint_bpe
+from .train_settings import TrainingJob
 from .trainer import PatienceCallback, TimeBudgetProgress, TrainingTimeBudget, TranslationTrainer
 from .translator import translate
 from .wordings import print_wording_scores, rounded_wording_scores, wording_scores
 
 ModelFactory = Callable[[VanillaConfig], PreTrainedModel]
-
-
-# ---------------------------------------------------------------------------------------------------------------
-# The job
-# ---------------------------------------------------------------------------------------------------------------
-
-
-@dataclasses.dataclass(frozen=True)
-class TrainingJob:
-    """Everything a run needs, checked: where it writes, its data, its recipe and the options around them."""
-
-    output_dir: str
-    data: DataSource
-    preset: str
-    recipe: recipe.Recipe
-    seed: int = 1
-    precision: str = "fp32"  # resolved: fp32, bf16 or fp16
-    precision_asked: str = "fp32"  # as given: auto, fp32, bf16 or fp16
-    model_config: dict = dataclasses.field(default_factory=dict)  # overrides of the size's fields
-    model_name_or_path: str | None = None  # fine-tune this model with its tokenizer
-    tokenizer: str | None = None  # an existing tokenizer instead of a joint BPE
-    tokenizer_sample: int = 1_000_000  # pairs the joint BPE learns from, at most
-    num_proc: int | None = None
-    resume_from_checkpoint: str | None = None  # a checkpoint folder, or "last"
-    keep_checkpoints: bool = False
-    report_to: list[str] = dataclasses.field(default_factory=lambda: ["none"])
-    torch_compile: bool = False
-    test_beams: int | None = None
-    test_limit: int | None = None
-    show: int = 5  # test translations printed next to their references
-
-    @property
-    def languages(self) -> tuple[str, str]:
-        return self.data.source, self.data.target
-
-    @property
-    def multilingual(self) -> bool:
-        """Whether the run trains one model on many directions (`--languages`)."""
-        return bool(self.data.languages)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -96,11 +57,11 @@ class TrainingJob:
 def model_config(job: TrainingJob) -> PreTrainedConfig:
     """The configuration of the model to fine-tune, or of a new one: the recipe's size with `--model-config` on
     top (checked now, before any output)."""
-    if job.model_name_or_path:
-        return AutoConfig.from_pretrained(job.model_name_or_path)
+    if job.settings.model_name_or_path:
+        return AutoConfig.from_pretrained(job.settings.model_name_or_path)
     run = job.recipe
     dropout = {} if run.dropout is None else {"dropout": run.dropout}
-    return VanillaConfig.from_preset(run.size, **{"vocab_size": run.vocab_size, **dropout, **job.model_config})
+    return VanillaConfig.from_preset(run.size, **{"vocab_size": run.vocab_size, **dropout, **job.settings.model_config})
 
 
 def load_or_train_tokenizer(
@@ -109,10 +70,10 @@ def load_or_train_tokenizer(
     """The fine-tuned model's tokenizer, `--tokenizer`, or a joint BPE of `config.vocab_size` tokens over the train
     split, trained by the main process and saved in the run folder, where the other processes of a data-parallel
     run, and a resumed run, read it."""
-    output_dir = Path(job.output_dir)
-    if job.model_name_or_path or job.tokenizer:
-        return AutoTokenizer.from_pretrained(job.tokenizer or job.model_name_or_path)
-    if job.resume_from_checkpoint or not is_main:
+    output_dir = Path(job.settings.output_dir)
+    if job.settings.model_name_or_path or job.settings.tokenizer:
+        return AutoTokenizer.from_pretrained(job.settings.tokenizer or job.settings.model_name_or_path)
+    if job.settings.resume_from_checkpoint or not is_main:
         tokenizer = AutoTokenizer.from_pretrained(output_dir)
         if len(tokenizer) > config.vocab_size:  # a joint BPE of vocab_size tokens has at most that many
             raise ValueError(
@@ -129,8 +90,8 @@ def load_or_train_tokenizer(
         *job.languages,
         config.vocab_size,
         config.max_position_embeddings,
-        sample=job.tokenizer_sample,
-        seed=job.seed,
+        sample=job.settings.tokenizer_sample,
+        seed=job.settings.seed,
     )
     tokenizer.save_pretrained(output_dir)  # the first thing written: all inputs have been checked
     return tokenizer
@@ -158,7 +119,9 @@ def prepare_data(
     splits = job.data.load_splits()
     tokenizer = load_or_train_tokenizer(job, splits["train"], config, is_main)
     train_set, validation = (
-        preprocess.tokenize(splits[name], tokenizer, source, target, job.recipe.max_length, name, num_proc=job.num_proc)
+        preprocess.tokenize(
+            splits[name], tokenizer, source, target, job.recipe.max_length, name, num_proc=job.settings.num_proc
+        )
         for name in ("train", "validation")
     )
     return splits, tokenizer, train_set, validation
@@ -169,8 +132,8 @@ def build_model(
 ) -> PreTrainedModel:
     """The model to fine-tune (`--model-name-or-path`), or a new one by `model_factory` from `config`, which takes
     the tokenizer's vocabulary size and special ids."""
-    if job.model_name_or_path:
-        model = AutoModelForSeq2SeqLM.from_pretrained(job.model_name_or_path)
+    if job.settings.model_name_or_path:
+        model = AutoModelForSeq2SeqLM.from_pretrained(job.settings.model_name_or_path)
     else:
         config.update(
             {
@@ -182,7 +145,7 @@ def build_model(
                 **({"languages": list(job.data.languages)} if job.multilingual else {}),
             }
         )
-        set_seed(job.seed)
+        set_seed(job.settings.seed)
         model = model_factory(config)
     if len(tokenizer) != model.config.vocab_size:
         raise ValueError(
@@ -203,7 +166,7 @@ def training_arguments(job: TrainingJob, sentences_per_batch: int) -> Seq2SeqTra
     is their mean."""
     run = job.recipe
     return Seq2SeqTrainingArguments(
-        output_dir=job.output_dir,
+        output_dir=job.settings.output_dir,
         max_steps=run.max_steps,
         per_device_train_batch_size=sentences_per_batch,
         gradient_accumulation_steps=run.gradient_accumulation_steps,
@@ -219,17 +182,17 @@ def training_arguments(job: TrainingJob, sentences_per_batch: int) -> Seq2SeqTra
         eval_steps=run.eval_steps,
         save_strategy="steps",
         save_steps=run.save_steps,
-        save_total_limit=None if job.keep_checkpoints else run.average_last,
+        save_total_limit=None if job.settings.keep_checkpoints else run.average_last,
         metric_for_best_model=None if run.selection == "last" else "bleu" if run.bleu_sentences else "loss",
         greater_is_better=bool(run.bleu_sentences),
         logging_steps=max(1, min(100, run.eval_steps // 5)),  # points enough for the plot of a short run
-        report_to=job.report_to,
-        seed=job.seed,
+        report_to=job.settings.report_to.split(","),
+        seed=job.settings.seed,
         ddp_find_unused_parameters=False,
         use_cpu=not torch.accelerator.is_available(),  # on CPU, data parallelism (gloo) needs it
         bf16=job.precision == "bf16",
         fp16=job.precision == "fp16",
-        torch_compile=job.torch_compile,
+        torch_compile=job.settings.torch_compile,
     )
 
 
@@ -265,7 +228,7 @@ def build_trainer(
 ) -> TranslationTrainer:
     """The Trainer, with greedy BLEU on the first `run.bleu_sentences` validation sentences at each evaluation."""
     run = job.recipe
-    batches = TokenBudgetBatchSampler(preprocess.lengths(train_set), run.max_tokens, seed=job.seed)
+    batches = TokenBudgetBatchSampler(preprocess.lengths(train_set), run.max_tokens, seed=job.settings.seed)
     training_args = training_arguments(job, round(len(train_set) / len(batches)))
     budget = TrainingTimeBudget(run.max_train_minutes * 60) if run.max_train_minutes else None
     callbacks = [budget] if budget else []
@@ -298,14 +261,14 @@ def build_trainer(
 def resume_point(job: TrainingJob) -> str | None:
     """The checkpoint to resume from (`--resume-from-checkpoint`, 'last' meaning the newest), verified intact. A new
     run's folder must hold no checkpoint: an earlier run's would be pruned, chosen and averaged as the new run's."""
-    last = get_last_checkpoint(job.output_dir) if Path(job.output_dir).is_dir() else None
-    resume = last if job.resume_from_checkpoint == "last" else job.resume_from_checkpoint
-    if job.resume_from_checkpoint == "last" and resume is None:
-        raise FileNotFoundError(f"--resume-from-checkpoint last: {job.output_dir} holds no checkpoint-<step>")
+    last = get_last_checkpoint(job.settings.output_dir) if Path(job.settings.output_dir).is_dir() else None
+    resume = last if job.settings.resume_from_checkpoint == "last" else job.settings.resume_from_checkpoint
+    if job.settings.resume_from_checkpoint == "last" and resume is None:
+        raise FileNotFoundError(f"--resume-from-checkpoint last: {job.settings.output_dir} holds no checkpoint-<step>")
     if resume is None and last is not None:
         raise FileExistsError(
-            f"{job.output_dir} holds an earlier run's checkpoints (the last: {Path(last).name}): resume it with "
-            "--resume-from-checkpoint last, or train in another --output-dir"
+            f"{job.settings.output_dir} holds an earlier run's checkpoints (the last: {Path(last).name}): resume it "
+            "with --resume-from-checkpoint last, or train in another --output-dir"
         )
     if resume:
         checkpoints.verify_checkpoint(resume)
@@ -363,8 +326,8 @@ def evaluate_test(
 ) -> dict:
     """Test BLEU with the model's generation config (the paper's decoding), printed with examples."""
     sources, references = preprocess.sentences(test, *job.languages)
-    sources, references = sources[: job.test_limit], references[: job.test_limit]
-    options = {} if job.test_beams is None else {"num_beams": job.test_beams}
+    sources, references = sources[: job.settings.test_limit], references[: job.settings.test_limit]
+    options = {} if job.settings.test_beams is None else {"num_beams": job.settings.test_beams}
     predictions = translate(model, tokenizer, sources, **options)
     target = job.languages[1]
     bleu, chrf = corpus_bleu(predictions, references, target), corpus_chrf(predictions, references)
@@ -372,10 +335,10 @@ def evaluate_test(
     print(f"test BLEU {bleu['score']:.2f}, chrF {chrf['score']:.2f} ({len(sources):,} sentences, beam {beams})")
     print(f"  BLEU {bleu['signature']}\n  chrF {chrf['signature']}")
     examples = list(zip(sources, predictions, references, strict=True))
-    for source, translation, reference in examples[: job.show]:
+    for source, translation, reference in examples[: job.settings.show]:
         print(f"\n  source:      {source}\n  translation: {translation}\n  reference:   {reference}")
     extra = {}
-    if job.data.built_in and job.test_limit is None:
+    if job.data.built_in and job.settings.test_limit is None:
         scores = wording_scores(
             lambda texts: translate(model, tokenizer, texts, **options), job.data.pair, predictions=predictions
         )
@@ -400,14 +363,14 @@ def evaluate_directions(
     """Test BLEU and chrF of a multilingual model in each direction of the test split (the first `--test-limit` rows
     of each), with the model's generation config; their means; printed as a table with an example a direction."""
     rows = test.to_dict()
-    if job.test_limit is not None:
+    if job.settings.test_limit is not None:
         seen: dict[str, int] = {}
         keep = []
         for i, direction in enumerate(zip(rows["source_lang"], rows["target_lang"], strict=True)):
             seen[direction] = seen.get(direction, 0) + 1
-            keep += [i] if seen[direction] <= job.test_limit else []
+            keep += [i] if seen[direction] <= job.settings.test_limit else []
         rows = {column: [values[i] for i in keep] for column, values in rows.items()}
-    options = {} if job.test_beams is None else {"num_beams": job.test_beams}
+    options = {} if job.settings.test_beams is None else {"num_beams": job.settings.test_beams}
     predictions = multilingual.translate_rows(model, tokenizer, rows, **options)
     scores = multilingual.score_directions(rows, predictions)
     beams = options.get("num_beams", model.generation_config.num_beams)
@@ -424,7 +387,7 @@ def evaluate_directions(
          "reference": rows["target"][i]}
         for direction, i in firsts.items()
     ]  # fmt: skip
-    for example in examples[: job.show]:
+    for example in examples[: job.settings.show]:
         print(f"\n  {example['direction']}\n  source:      {example['source']}")
         print(f"  translation: {example['translation']}\n  reference:   {example['reference']}")
     return {
@@ -441,7 +404,7 @@ def evaluate_directions(
 def save_final_model(job: TrainingJob, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase) -> Path:
     """`final/`: the model decoding as the paper does (with the recipe's length penalty), its tokenizer and code.
     Saved before the test, so that a test cut short (a multilingual run's 132 directions) leaves the model."""
-    final_dir = Path(job.output_dir) / "final"
+    final_dir = Path(job.settings.output_dir) / "final"
     model.save_pretrained(final_dir)
     tokenizer.save_pretrained(final_dir)
     return final_dir
@@ -474,9 +437,9 @@ def run_results(
     else:
         languages = {"languages": {"source": source, "target": target}}
     return {
-        "preset": job.preset,
+        "preset": job.settings.preset,
         "recipe": dataclasses.asdict(run),
-        "seed": job.seed,
+        "seed": job.settings.seed,
         "steps": trainer.state.global_step,
         "stopped_by": stop_reason(trainer, run),
         "processes": trainer.args.world_size,
@@ -509,7 +472,7 @@ def train(job: TrainingJob, model_factory: ModelFactory = VanillaForConditionalG
     resume = resume_point(job)  # before the data: `last` with no checkpoint is an error, not a tokenizer lookup
     process = PartialState(cpu=not torch.accelerator.is_available())
     if process.is_main_process:
-        print(f"precision: {job.precision} ({precision_reason(job.precision_asked, job.precision)})")
+        print(f"precision: {job.precision} ({precision_reason(job.settings.precision, job.precision)})")
     with process.local_main_process_first():  # it builds the data caches and the tokenizer; the others read them
         splits, tokenizer, train_set, validation = prepare_data(job, config, process.is_local_main_process)
     model = build_model(job, config, tokenizer, model_factory)
@@ -532,7 +495,9 @@ def train(job: TrainingJob, model_factory: ModelFactory = VanillaForConditionalG
     model.set_attn_implementation(default_attention)
     chosen = final_checkpoints(trainer, run)
     model = averaged_model(model, chosen)
-    own = model.generation_config if job.model_name_or_path else None  # a fine-tuned model's (e.g. banned tokens)
+    own = (
+        model.generation_config if job.settings.model_name_or_path else None
+    )  # a fine-tuned model's (e.g. banned tokens)
     model.generation_config = paper_generation_config(model.config, own)  # the folder decodes as the paper does,
     model.generation_config.length_penalty = run.length_penalty  # with the recipe's length penalty
     model.config.use_cache = True  # the Trainer turns the cache off for training; decoding wants it
@@ -550,6 +515,7 @@ def train(job: TrainingJob, model_factory: ModelFactory = VanillaForConditionalG
         results["test"] = evaluate(job, model, tokenizer, splits["test"])
     results["total_seconds"] = round(time.time() - started)
     save_final_results(final_dir, model, results)
-    plot_training(trainer.state.log_history, Path(job.output_dir) / "training.png")
-    print(f"\nmodel, tokenizer and code in {final_dir}; plot in {job.output_dir}; {results['total_seconds']} s in all")
+    plot_training(trainer.state.log_history, Path(job.settings.output_dir) / "training.png")
+    output_dir, seconds = job.settings.output_dir, results["total_seconds"]
+    print(f"\nmodel, tokenizer and code in {final_dir}; plot in {output_dir}; {seconds} s in all")
     return results

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from huggingface_hub import snapshot_download
 from tqdm.auto import tqdm
 from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 from transformers.utils import cached_file
@@ -34,6 +35,18 @@ def model_folder(model: str | Path) -> str:
     """A run folder's `final/`, or `model` itself (a model folder or a Hub id)."""
     final = Path(model) / "final"
     return str(final) if (final / "config.json").is_file() else str(model)
+
+
+def local_folder(model: str | Path) -> Path:
+    """The folder on this machine that holds `model` (a run folder's `final/`, a model folder, or a Hub id: the
+    snapshot of its revision in the Hub cache, downloaded where missing); FileNotFoundError for a local path that
+    does not exist."""
+    folder = Path(model_folder(model))
+    if folder.is_dir():
+        return folder
+    if folder.is_absolute() or str(model).startswith("."):
+        raise FileNotFoundError(f"model folder {str(model)!r} does not exist")
+    return Path(snapshot_download(str(model)))
 
 
 def model_languages(model: str | Path) -> list[str] | None:

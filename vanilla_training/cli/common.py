@@ -1,15 +1,9 @@
-"""What several commands share: MODEL and the decoding options, positive integers, UTF-8 lines."""
+"""What several commands share: MODEL and the decoding options, UTF-8 lines."""
 
 import argparse
 from typing import BinaryIO
 
-
-def positive(text: str) -> int:
-    """An argparse type: an integer of at least 1."""
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
+from ..serving.settings import positive
 
 
 def add_model_arguments(parser: argparse.ArgumentParser) -> None:

@@ -15,7 +15,7 @@ import torch
 from modeling_vanilla import EXTRA_OUTPUT_LENGTH
 
 from ..precision import resolve_precision
-from ..translator import Translator
+from ..translator import Translator, local_folder
 from .continuous import ContinuousDecoder, unsupported_settings
 
 CPU_BATCH = 8  # sentences of a CTranslate2 batch on a CPU
@@ -88,16 +88,6 @@ class TorchBackend:
         )
         texts = tokenizer.batch_decode(output, skip_special_tokens=True)
         return [texts[i : i + hypotheses] for i in range(0, len(texts), hypotheses)]
-
-
-def local_folder(model: str) -> Path:
-    """The folder on this machine that holds `model`: itself, or for a Hub id the snapshot of the revision that was
-    loaded (the Hub cache's `snapshots/<commit>/`)."""
-    if Path(model).is_dir():
-        return Path(model)
-    from transformers.utils import cached_file
-
-    return Path(cached_file(model, "config.json")).parent
 
 
 def ct2_model_folder(translator: Translator, quantization: str, cache: Path) -> Path:

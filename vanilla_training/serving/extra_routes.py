@@ -11,10 +11,10 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 from starlette.datastructures import UploadFile
 
+from ..corpus import language_name
 from .files import FORMATS, DocumentError, read_document
 from .parsing import ApiError, TranslateCall, language_code, read_body, read_fields
 from .routes import Served
-from .service import language_name
 
 SUGGESTIONS = logging.getLogger("vanilla_training.suggestions")
 FRONTEND_TIMEOUT_MS = 500  # LibreTranslate's default: how long its page waits after typing before translating

@@ -11,7 +11,7 @@ import threading
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 
-from ..corpus import LANGUAGE_NAMES
+from ..corpus import language_name
 from ..translator import Translator
 from .access import Access
 from .backends import Backend
@@ -27,11 +27,6 @@ from .settings import ServeSettings
 DISCONNECT_POLL_SECONDS = 0.05
 SURE = 50  # percent: an unserved language this likely is the answer of source `auto` (see `detect_source`)
 PIVOT = "en"  # the language to pivot through where several are shared
-
-
-def language_name(code: str) -> str:
-    """The English name of a language code (the code itself where the package has no name for it)."""
-    return LANGUAGE_NAMES.get(code, code)
 
 
 class TokenCounter:
