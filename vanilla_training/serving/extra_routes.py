@@ -14,6 +14,7 @@ from starlette.datastructures import UploadFile
 from .files import FORMATS, DocumentError, read_document
 from .parsing import ApiError, TranslateCall, language_code, read_body, read_fields
 from .routes import Served
+from .schema import ERRORS, errors
 from .service import language_name
 
 SUGGESTIONS = logging.getLogger("vanilla_training.suggestions")
@@ -71,7 +72,11 @@ def file_call(fields: dict[str, Any], texts: list[str], text_format: str, served
     return TranslateCall(texts, True, source, target, text_format, 0)
 
 
-@router.post("/translate_file", summary="Translate a file (.txt, .html, .docx, .odt): answers its download URL")
+@router.post(
+    "/translate_file",
+    responses=ERRORS,
+    summary="Translate a file (.txt, .html, .docx, .odt): answers its download URL",
+)
 async def translate_file(request: Request, served: Served):
     if served.settings.disable_files_translation:
         raise ApiError(403, "Files translation are disabled on this server.")
@@ -89,7 +94,9 @@ async def translate_file(request: Request, served: Served):
     return {"translatedFileUrl": str(request.url_for("download_file", filename=stored))}
 
 
-@router.get("/download_file/{filename}", summary="Download a translated file (kept 30 minutes)")
+@router.get(
+    "/download_file/{filename}", responses=errors(400, 404), summary="Download a translated file (kept 30 minutes)"
+)
 async def download_file(filename: str, served: Served):
     if served.settings.disable_files_translation:
         raise ApiError(400, "Files translation are disabled on this server.")
@@ -103,7 +110,11 @@ async def download_file(filename: str, served: Served):
     return Response(data, media_type=media_type, headers={"Content-Disposition": f'attachment; filename="{name}"'})
 
 
-@router.post("/suggest", summary="Suggest a better translation (403 unless the server accepts suggestions)")
+@router.post(
+    "/suggest",
+    responses=errors(400, 403, 413),
+    summary="Suggest a better translation (403 unless the server accepts suggestions)",
+)
 async def suggest(request: Request, served: Served):
     if not served.settings.suggestions:
         raise ApiError(403, "Suggestions are disabled on this server.")

@@ -11,7 +11,16 @@ from prometheus_client import CONTENT_TYPE_LATEST
 
 from .access import check_metrics_token
 from .parsing import parse_detect, parse_translate, read_fields
-from .schema import ERRORS, DetectedLanguage, DetectRequest, Language, TranslateRequest, TranslateResponse, body_schema
+from .schema import (
+    ERRORS,
+    DetectedLanguage,
+    DetectRequest,
+    Language,
+    TranslateRequest,
+    TranslateResponse,
+    body_schema,
+    errors,
+)
 from .service import Service
 
 
@@ -49,7 +58,7 @@ async def translate(request: Request, served: Served):
 @router.post(
     "/detect",
     response_model=list[DetectedLanguage],
-    responses=ERRORS,
+    responses=errors(400, 403, 413, 429),
     openapi_extra=body_schema(DetectRequest),
     summary="Detect the language of a text (among all the detector knows, served or not)",
 )
@@ -72,7 +81,7 @@ async def health(served: Served):
     return {"status": "ok"}
 
 
-@router.get("/metrics", summary="Prometheus metrics", response_class=Response)
+@router.get("/metrics", summary="Prometheus metrics", response_class=Response, responses=errors(401))
 async def metrics(request: Request, served: Served):
     check_metrics_token(request.headers.get("authorization"), served.settings.metrics_auth_token)
     return Response(served.metrics.exposition(), media_type=CONTENT_TYPE_LATEST)
