@@ -227,8 +227,8 @@ def test_language_codes_are_read_as_libretranslate_reads_them():
         "pt",
         "pt",
         "zh",
-        "zh",
-        "zh",
+        "zt",
+        "zt",
         "de",
     ]
     backends = [StandInBackend("en", "pt"), StandInBackend("en", "zh")]
@@ -238,6 +238,9 @@ def test_language_codes_are_read_as_libretranslate_reads_them():
                 server.url + "/translate", {"q": "Jesus wept.", "source": source, "target": target}
             )
             assert (status, answer) == (200, {"translatedText": f"{tag} Jesus wept."}), (source, target)
+        for target in ("zh-Hant", "zt", "ZH-HANT"):  # Traditional Chinese: refused, not served as Simplified
+            status, answer = post_json(server.url + "/translate", {"q": "Jesus wept.", "source": "en", "target": target})
+            assert (status, answer) == (400, {"error": "zt is not supported"}), target
 
 
 @pytest.mark.parametrize(

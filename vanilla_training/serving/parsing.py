@@ -13,9 +13,9 @@ from .settings import ServeSettings
 DRAIN_FACTOR = 8  # a body over the size limit is read (and dropped) up to this many times the limit
 LINE_END = re.compile(r"\r\n?")
 FORMATS = ("text", "html")
-# LibreTranslate's codes for Brazilian Portuguese and the two Chinese scripts, and the tags it answers for them,
-# read as the codes served here (as LibreTranslate falls back to pt for pb and to zh for zt where it lacks them).
-ALIASES = {"pb": "pt", "pt-br": "pt", "zh-hans": "zh", "zt": "zh", "zh-hant": "zh"}
+# LibreTranslate's tags for Brazilian Portuguese and the two Chinese scripts, read as it reads them: Simplified
+# Chinese is zh and Traditional Chinese zt (its own code: never served by a zh model), Brazilian Portuguese pt.
+ALIASES = {"pb": "pt", "pt-br": "pt", "zh-hans": "zh", "zh-hant": "zt"}
 
 
 class ApiError(Exception):
