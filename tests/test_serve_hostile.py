@@ -239,7 +239,9 @@ def test_language_codes_are_read_as_libretranslate_reads_them():
             )
             assert (status, answer) == (200, {"translatedText": f"{tag} Jesus wept."}), (source, target)
         for target in ("zh-Hant", "zt", "ZH-HANT"):  # Traditional Chinese: refused, not served as Simplified
-            status, answer = post_json(server.url + "/translate", {"q": "Jesus wept.", "source": "en", "target": target})
+            status, answer = post_json(
+                server.url + "/translate", {"q": "Jesus wept.", "source": "en", "target": target}
+            )
             assert (status, answer) == (400, {"error": "zt is not supported"}), target
 
 

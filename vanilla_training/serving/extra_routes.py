@@ -2,6 +2,7 @@
 PHP and Kotlin clients read first), `/translate_file` and `/download_file` (documents, `files`), `/suggest` (403
 unless `--suggestions`), `/spec` (the OpenAPI document)."""
 
+import asyncio
 import json
 import logging
 import mimetypes
@@ -11,7 +12,15 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse, Response
 from starlette.datastructures import UploadFile
 
-from .files import FORMATS, DocumentError, read_document
+from .files import (
+    ARCHIVE_EXPANSION,
+    FORMATS,
+    Document,
+    DocumentError,
+    StoreFull,
+    check_characters,
+    read_document,
+)
 from .parsing import ApiError, TranslateCall, language_code, read_body, read_fields
 from .routes import Served
 from .schema import ERRORS, errors
@@ -55,9 +64,8 @@ async def file_fields(request: Request, limit: int) -> tuple[dict[str, Any], Upl
     return {name: value for name, value in form.multi_items() if isinstance(value, str)}, upload
 
 
-def file_call(fields: dict[str, Any], texts: list[str], text_format: str, served: Served) -> TranslateCall:
-    """A file's translation as a `TranslateCall`: its languages checked, and its characters, all texts together,
-    against `--char-limit`."""
+def file_languages(fields: dict[str, Any], served: Served) -> tuple[str, str]:
+    """A file's source (a served code or `auto`) and target, checked."""
     source, target = language_code(fields.get("source")), language_code(fields.get("target"))
     for name, value in (("source", source), ("target", target)):
         if not value:
@@ -66,10 +74,32 @@ def file_call(fields: dict[str, Any], texts: list[str], text_format: str, served
         raise ApiError(400, f"{source} is not supported")
     if target not in served.codes:
         raise ApiError(400, f"{target} is not supported")
-    characters, limit = sum(len(text) for text in texts), served.settings.char_limit
-    if limit != -1 and characters > limit:
-        raise ApiError(400, f"Invalid request: the file's text ({characters:,}) exceeds text limit ({limit:,})")
-    return TranslateCall(texts, True, source, target, text_format, 0)
+    return source, target
+
+
+def checked_document(filename: str, data: bytes, served: Served) -> Document:
+    """The file's `Document` (on a thread: parsing takes time), once it is known to fit: its text within
+    `--char-limit` (counted before it is parsed, and again after), unpacked within `ARCHIVE_EXPANSION` times
+    `--max-body-bytes`, and room for it in the file store. ApiError 400 or 503 otherwise."""
+    settings = served.settings
+    try:
+        served.files.check_room(len(data))
+        document = read_document(filename, data, settings.char_limit, settings.max_body_bytes * ARCHIVE_EXPANSION)
+        check_characters(sum(len(text) for text in document.texts), settings.char_limit)
+    except StoreFull as error:
+        raise ApiError(503, f"Slowdown: {error}", headers={"Retry-After": str(error.retry_after)}) from None
+    except DocumentError as error:
+        raise ApiError(400, f"Invalid request: {error}") from None
+    return document
+
+
+def stored_translation(filename: str, document: Document, translations: list[str], served: Served) -> str:
+    """The translated file written and kept (on a thread); its name in the store. ApiError 503 where it does not
+    fit."""
+    try:
+        return served.files.put(filename, document.write(translations))
+    except StoreFull as error:
+        raise ApiError(503, f"Slowdown: {error}", headers={"Retry-After": str(error.retry_after)}) from None
 
 
 @router.post(
@@ -84,13 +114,11 @@ async def translate_file(request: Request, served: Served):
     served.access.check_request(request, fields)
     if not upload.filename:
         raise ApiError(400, "Invalid request: empty file")
-    try:
-        document = read_document(upload.filename, await upload.read())
-    except DocumentError as error:
-        raise ApiError(400, f"Invalid request: {error}") from None
-    call = file_call(fields, document.texts, document.text_format, served)
+    source, target = file_languages(fields, served)
+    document = await asyncio.to_thread(checked_document, upload.filename, await upload.read(), served)
+    call = TranslateCall(document.texts, True, source, target, document.text_format, 0)
     translations = (await served.translate(call, request.is_disconnected))[0] if document.texts else []
-    stored = served.files.put(upload.filename, document.write(translations))
+    stored = await asyncio.to_thread(stored_translation, upload.filename, document, translations, served)
     return {"translatedFileUrl": str(request.url_for("download_file", filename=stored))}
 
 

@@ -131,7 +131,7 @@ class Service:
         self.served_detector = self.detector.among(self.codes)
         self.metrics = Metrics()
         self.access = Access(settings)  # API keys and rate limits
-        self.files = FileStore()  # translated files for /download_file
+        self.files = FileStore(capacity=settings.file_store_bytes)  # translated files for /download_file
         self.executors: list[ThreadPoolExecutor] = []
         self.batchers: list[Batcher] = []
 

@@ -137,6 +137,13 @@ class ServeSettings:
         "accept POST /suggest (logged as JSON on the vanilla_training.suggestions logger)", False
     )
     disable_files_translation: bool = option("refuse /translate_file and /download_file", False)
+    file_store_bytes: int = option(
+        "bytes of translated files kept for /download_file (each 30 minutes), all together: a file that would not "
+        "fit gets 503 with Retry-After, the seconds until the oldest expires",
+        1_000_000_000,
+        type=positive,
+        metavar="N",
+    )
     metrics_auth_token: str = option(
         "/metrics answers only requests carrying `Authorization: Bearer TOKEN` (401 otherwise)",
         "",
