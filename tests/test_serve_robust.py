@@ -3,7 +3,13 @@ the docstrings naming every endpoint and status, Chinese scripts, the file store
 in SQLite, raw UTF-8 form bodies, `/detect`'s limit, documents checked and parsed off the event loop, and source
 `auto` detected once per request among the served languages."""
 
+import contextlib
+import json
+import sqlite3
+import subprocess
+import sys
 import time
+import urllib.parse
 
 from test_serve import InProcessServer
 from test_serve_endpoints import as_json, call, multipart
@@ -15,6 +21,8 @@ from vanilla_training.serving import app as app_module
 from vanilla_training.serving import files
 from vanilla_training.serving.app import create_app
 from vanilla_training.serving.settings import ServeSettings
+
+from helpers import free_port
 
 
 def test_the_spec_lists_the_rate_limit_and_the_metrics_token():
@@ -67,3 +75,57 @@ def test_a_full_file_store_answers_503_with_retry_after_before_translating(tmp_p
         assert status == 503 and answer["error"].startswith("Slowdown: the store of translated files is full")
         assert 1 <= int(headers["Retry-After"]) <= 1800
     assert backend.given == ["Jesus wept."]
+
+
+def test_suggestions_are_kept_in_sqlite_by_a_real_process(tmp_path):
+    """`vanilla-serve --suggestions` in a process of its own (no test logging attached): a suggestion sent as a
+    raw UTF-8 form, as curl --data sends it, is in the SQLite file, readable once the server has stopped."""
+    database = tmp_path / "suggestions.db"
+    script = (
+        "import sys, uvicorn; sys.path.insert(0, 'tests'); from test_serve_hostile import StandInBackend; "
+        "from vanilla_training.serving.app import create_app; from vanilla_training.serving.settings import "
+        "ServeSettings; from pathlib import Path; "
+        "settings = ServeSettings(suggestions=True, suggestions_db=Path(sys.argv[1])); "
+        "uvicorn.run(create_app([StandInBackend('en', 'de')], settings), port=int(sys.argv[2]), log_level='error')"
+    )
+    port = free_port()
+    process = subprocess.Popen([sys.executable, "-c", script, str(database), str(port)])
+    try:
+        url = f"http://127.0.0.1:{port}/suggest"
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                body = "q=Köln&s=Cologne&source=de&target=en".encode()
+                status, _, answer = call(url, body, {"Content-Type": "application/x-www-form-urlencoded"})
+                break
+            except OSError:
+                assert time.monotonic() < deadline and process.poll() is None
+                time.sleep(0.2)
+        assert (status, json.loads(answer)) == (200, {"success": True})
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+    with contextlib.closing(sqlite3.connect(database)) as connection:
+        assert connection.execute("SELECT q, s, source, target FROM suggestions").fetchall() == [
+            ("Köln", "Cologne", "de", "en")
+        ]
+
+
+def post_raw_form(url: str, body: bytes) -> tuple[int, object]:
+    """A urlencoded POST as `curl --data` sends it: the text's UTF-8 bytes as they are."""
+    return as_json(call(url, body, {"Content-Type": "application/x-www-form-urlencoded"}))
+
+
+def test_raw_utf8_form_bodies_are_read_as_utf8():
+    """`curl --data 'q=Grüße aus Köln'` sends raw UTF-8: read as UTF-8, as LibreTranslate reads it (before: as
+    Latin-1, "Köln" became "KÃ¶ln" and German was 13% likely); %-escapes are UTF-8 too, and one that is not is a
+    400."""
+    with InProcessServer([StandInBackend("en", "de")], ServeSettings()) as server:
+        raw = "q=Grüße aus Köln&source=en&target=de".encode()
+        assert post_raw_form(server.url + "/translate", raw) == (200, {"translatedText": "[en>de] Grüße aus Köln"})
+        escaped = urllib.parse.urlencode({"q": "Grüße aus Köln", "source": "en", "target": "de"}).encode()
+        assert post_raw_form(server.url + "/translate", escaped) == (200, {"translatedText": "[en>de] Grüße aus Köln"})
+        status, answer = post_raw_form(server.url + "/detect", "q=Grüße aus Köln".encode())
+        assert status == 200 and answer[0]["language"] == "de" and answer[0]["confidence"] > 80, answer
+        status, answer = post_raw_form(server.url + "/translate", b"q=K%F6ln&source=en&target=de")
+        assert status == 400 and "not UTF-8" in answer["error"]

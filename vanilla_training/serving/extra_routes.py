@@ -1,10 +1,8 @@
 """The rest of LibreTranslate's API, in its shapes: `/frontend/settings` (what LibreTranslate's web page and the
 PHP and Kotlin clients read first), `/translate_file` and `/download_file` (documents, `files`), `/suggest` (403
-unless `--suggestions`), `/spec` (the OpenAPI document)."""
+unless `--suggestions`; kept in SQLite, `suggestions`), `/spec` (the OpenAPI document)."""
 
 import asyncio
-import json
-import logging
 import mimetypes
 from typing import Any
 
@@ -26,7 +24,6 @@ from .routes import Served
 from .schema import ERRORS, errors
 from .service import language_name
 
-SUGGESTIONS = logging.getLogger("vanilla_training.suggestions")
 FRONTEND_TIMEOUT_MS = 500  # LibreTranslate's default: how long its page waits after typing before translating
 router = APIRouter()
 
@@ -150,8 +147,8 @@ async def suggest(request: Request, served: Served):
     for name in ("q", "s", "source", "target"):
         if not isinstance(fields.get(name), str) or not fields[name]:
             raise ApiError(400, f"Invalid request: missing {name} parameter")
-    suggestion = {name: fields[name] for name in ("q", "s", "source", "target")}
-    SUGGESTIONS.info(json.dumps(suggestion, ensure_ascii=False))
+    source, target = language_code(fields["source"]), language_code(fields["target"])
+    await asyncio.to_thread(served.suggestions.add, fields["q"], fields["s"], source, target)
     return {"success": True}
 
 

@@ -23,6 +23,7 @@ from .metrics import Metrics
 from .paragraphs import SEGMENTER, Budget
 from .parsing import ApiError, TranslateCall
 from .settings import ServeSettings
+from .suggestions import Suggestions
 
 DISCONNECT_POLL_SECONDS = 0.05
 SURE = 50  # percent: an unserved language this likely is the answer of source `auto` (see `detect_source`)
@@ -132,6 +133,7 @@ class Service:
         self.metrics = Metrics()
         self.access = Access(settings)  # API keys and rate limits
         self.files = FileStore(capacity=settings.file_store_bytes)  # translated files for /download_file
+        self.suggestions = Suggestions(settings.suggestions_db) if settings.suggestions else None
         self.executors: list[ThreadPoolExecutor] = []
         self.batchers: list[Batcher] = []
 
