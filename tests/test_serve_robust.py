@@ -8,10 +8,11 @@ import json
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 import urllib.parse
 
-from test_serve import InProcessServer
+from test_serve import InProcessServer, post_json
 from test_serve_endpoints import as_json, call, multipart
 from test_serve_files import empty_paragraphs_docx
 from test_serve_hostile import StandInBackend, probe_health
@@ -129,3 +130,48 @@ def test_raw_utf8_form_bodies_are_read_as_utf8():
         assert status == 200 and answer[0]["language"] == "de" and answer[0]["confidence"] > 80, answer
         status, answer = post_raw_form(server.url + "/translate", b"q=K%F6ln&source=en&target=de")
         assert status == 400 and "not UTF-8" in answer["error"]
+
+
+SHORT_ENGLISH = ["OK", "Menu", "Hotel", "Taxi", "Pizza", "Help", "Stop", "Home", "Water", "Bank", "Open", "Sale"]
+
+
+def test_short_ordinary_english_is_read_as_english_on_an_en_de_server():
+    """py3langid finds each of these words more German than English (`Hotel` 84%): on an en-de server they are
+    translated, alone, in a list and in a file, where before 14 of 34 such words were refused as German, and one
+    refused its whole list; a German sentence is still refused, not translated as English."""
+    backend = StandInBackend("en", "de")
+    with InProcessServer([backend], ServeSettings()) as server:
+        for word in SHORT_ENGLISH:
+            status, answer = post_json(server.url + "/translate", {"q": word, "source": "auto", "target": "de"})
+            assert (status, answer["translatedText"]) == (200, f"[en>de] {word}"), answer
+            assert answer["detectedLanguage"]["language"] == "en"
+        status, answer = post_json(server.url + "/translate", {"q": SHORT_ENGLISH, "source": "auto", "target": "de"})
+        assert status == 200 and answer["translatedText"] == [f"[en>de] {word}" for word in SHORT_ENGLISH]
+        status, _, answer = upload(server.url, "menu.txt", "\n".join(SHORT_ENGLISH).encode(), source="auto")
+        assert status == 200, answer
+        german = "Im Anfang schuf Gott den Himmel und die Erde."
+        assert post_json(server.url + "/translate", {"q": german, "source": "auto", "target": "de"}) == (
+            400,
+            {"error": "German (de) is not available as a target language from German (de)"},
+        )
+
+
+def test_detect_checks_the_character_limit_first_and_runs_off_the_event_loop(monkeypatch):
+    """990,000 characters (within the body limit) are refused by --char-limit before any detection (before: 0.24 s
+    of blocked event loop each); a text within it is detected on a thread, while /health answers."""
+    with InProcessServer([StandInBackend("en", "de")], ServeSettings(char_limit=5000)) as server:
+        service = server.server.config.app.state.service
+        threads = []
+        detect = service.detector.detect
+
+        def recording_detect(text):
+            threads.append(threading.current_thread())
+            return detect(text)
+
+        monkeypatch.setattr(service.detector, "detect", recording_detect)
+        status, answer = post_json(server.url + "/detect", {"q": "Guten Tag. " * 90_000})
+        assert (status, answer) == (400, {"error": "Invalid request: request (990000) exceeds text limit (5000)"})
+        assert threads == []
+        status, answer = post_json(server.url + "/detect", {"q": ["Guten Tag.", "Wie geht es Ihnen?"]})
+        assert status == 200 and answer[0]["language"] == "de"
+        assert len(threads) == 1 and threads[0] is not server.thread
