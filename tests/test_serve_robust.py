@@ -175,3 +175,14 @@ def test_detect_checks_the_character_limit_first_and_runs_off_the_event_loop(mon
         status, answer = post_json(server.url + "/detect", {"q": ["Guten Tag.", "Wie geht es Ihnen?"]})
         assert status == 200 and answer[0]["language"] == "de"
         assert len(threads) == 1 and threads[0] is not server.thread
+
+
+def test_hostile_html_is_answered_not_a_500():
+    with InProcessServer([StandInBackend("en", "de")], ServeSettings()) as server:
+        for text, expected in (
+            ("Hello <![ world", "[en&gt;de] Hello <![ world"),  # before: 500, an AssertionError in Python's parser
+            ("Hello world. <!-- a note", "[en&gt;de] Hello world. <!-- a note"),
+            ("Use <code>ls</code> now.", "[en&gt;de] <code>ls</code>Use  now."),  # placed by the diagonal
+        ):
+            fields = {"q": text, "source": "en", "target": "de", "format": "html"}
+            assert post_json(server.url + "/translate", fields) == (200, {"translatedText": expected}), text
