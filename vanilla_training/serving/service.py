@@ -1,7 +1,8 @@
 """What the routes share (`Service`, on `app.state.service`): the settings, the served pairs with their batchers,
-the detector and the metrics; and the one translation path of a checked request: each text's pair chosen (its
-language detected where the source is `auto`), its sentences laid out (`documents`, on a thread: never on the event
-loop), the sentences batched with other requests' (`batcher`), the translations put back."""
+the detector, the metrics, the file store and the suggestions; and the one translation path of a checked request:
+its source detected once where it is `auto`, each text's pair chosen and its sentences laid out (`documents`, on a
+thread: never on the event loop), the sentences batched with other requests' (`batcher`), the translations put
+back."""
 
 import asyncio
 import copy
