@@ -1,6 +1,6 @@
 """The server against hostile and awkward requests, over stand-in models (no training: each test takes seconds): the
 pysbd backtracking family with /health probed from another process, limits checked before any work, fair share of
-the running batch, texts with nothing to translate, per-text detection, language aliases, bodies that must be 4xx,
+the running batch, texts with nothing to translate, a list detected once, language aliases, bodies that must be 4xx,
 a dead batcher, and the races of issue 50 (the tokenizer under two threads, the Endpoints handler under concurrent
 calls, the CTranslate2 export of a Hub id's new revision)."""
 
