@@ -76,7 +76,7 @@ def web_page_file_upload(
     return as_json(call(url + "/translate_file", body, headers))
 
 
-def test_frontend_settings_tell_the_servers_real_settings(default_server, translator):  # noqa: F811
+def test_frontend_settings_tell_the_servers_real_settings(default_server, translator, tmp_path):  # noqa: F811
     # LibreTranslate's page and the PHP client: a GET with no body
     assert as_json(call(default_server.url + "/frontend/settings")) == (
         200,
@@ -95,6 +95,7 @@ def test_frontend_settings_tell_the_servers_real_settings(default_server, transl
         api_keys=frozenset({"k"}),
         require_api_key_origin="https://mine",
         suggestions=True,
+        suggestions_db=tmp_path / "suggestions.db",
         disable_files_translation=True,
         char_limit=77,
     )
