@@ -1,5 +1,11 @@
 """Hostile inputs against a real `vanilla-serve`: each answered (status, seconds) while /health is asked every 20 ms
-from another process, and a one-sentence request's latency alone and beside long requests (issue 50).
+from another process, and a one-sentence request's latency alone and beside long requests (issues 50 and 61).
+
+Issue 61's requests: a .docx of 60,000 empty paragraphs to /translate_file, /detect of 990,000 characters, HTML
+with `<![`, an unclosed comment and `<code>` in a sentence, /detect of a raw UTF-8 form (as `curl --data` sends it),
+short English words with `source=auto` (as a list, then each alone), a `zh-Hant` target, and a suggestion sent as a
+raw UTF-8 form then read back from the server's SQLite file (`--suggestions --suggestions-db` in a temporary
+folder).
 
 The server is `vanilla-serve MODEL --cache-size 0` (torch, its defaults otherwise: the cache off so that nothing is
 answered from it) on a free port of 127.0.0.1. Each hostile request is sent alone, after two warm-up requests, by a
@@ -13,53 +19,145 @@ those answers reported): beside one request of 5,000 characters of test verses, 
 """
 
 import argparse
+import contextlib
+import dataclasses
+import io
 import json
 import multiprocessing
+import sqlite3
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.error
 import urllib.request
+import uuid
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from serve_speed import free_port, read_sentences
 
 SHORT = "Jesus wept."
+ANSWER_SHOWN = 60  # characters of each answer printed
 
 
-def hostile_requests(source: str, target: str) -> list[tuple[str, bytes]]:
-    """(what it is, JSON body) of each hostile request."""
+JSON = "application/json"
+FORM = "application/x-www-form-urlencoded"
+SHORT_ENGLISH = ("OK", "Menu", "Hotel", "Taxi", "Pizza", "Help", "Stop", "Home")  # issue 61: refused as German
 
-    def body(q: object, source: str = source) -> bytes:
-        return json.dumps({"q": q, "source": source, "target": target}).encode()
+
+@dataclasses.dataclass(frozen=True)
+class Hostile:
+    """A hostile request: what it is, where it goes, its body and content type."""
+
+    name: str
+    path: str
+    body: bytes
+    content_type: str = JSON
+
+
+def empty_paragraphs_docx(paragraphs: int) -> bytes:
+    """A .docx of `paragraphs` empty paragraphs and one sentence (issue 61: python-docx takes seconds over it)."""
+    import docx
+
+    document = docx.Document()
+    for _ in range(paragraphs):
+        document.add_paragraph("")
+    document.add_paragraph(SHORT)
+    out = io.BytesIO()
+    document.save(out)
+    return out.getvalue()
+
+
+def multipart(fields: dict[str, str], filename: str, data: bytes) -> tuple[bytes, str]:
+    """A multipart/form-data body with `fields` and the file `filename`, and its content type."""
+    boundary = uuid.uuid4().hex
+    parts = [f'--{boundary}\r\nContent-Disposition: form-data; name="{k}"\r\n\r\n{v}\r\n' for k, v in fields.items()]
+    head = f'--{boundary}\r\nContent-Disposition: form-data; name="file"; filename="{filename}"\r\n\r\n'
+    body = "".join(parts).encode() + head.encode() + data + f"\r\n--{boundary}--\r\n".encode()
+    return body, f"multipart/form-data; boundary={boundary}"
+
+
+def hostile_requests(source: str, target: str) -> list[Hostile]:
+    """Each hostile request: issue 50's to /translate, then issue 61's (files, /detect, HTML, forms, detection)."""
+
+    def body(q: object, source: str = source, **fields) -> bytes:
+        return json.dumps({"q": q, "source": source, "target": target, **fields}).encode()
 
     groups = (4999 - 3) // 4  # "..[" + "111 " * groups with the last space a "]": 4,999 characters
+    docx_body, docx_type = multipart({"source": source, "target": target}, "empty.docx", empty_paragraphs_docx(60_000))
     return [
-        ("`..[111 111 111 111 111 111 111 111 111]` (39 characters)", body("..[" + " ".join(["111"] * 9) + "]")),
-        (f"the same family at 4,999 characters ({groups:,} groups)", body("..[" + " ".join(["111"] * groups) + "]")),
-        ('`"y"*4999`', body("y" * 4999)),
-        ("emoji only", body("\U0001f642\U0001f44d \U0001f389")),
-        ('a lone surrogate, `"\\ud800 Jesus wept."`', body("\ud800 " + SHORT)),
-        ("JSON nested 100,000 deep", b'{"q": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"),
-        ("100 texts of 5,000 characters", body(["Jesus wept. " * 416 + "Amen"] * 100)),
-        ("German text, `source=auto`", body("Im Anfang schuf Gott den Himmel und die Erde.", source="auto")),
+        Hostile(
+            "`..[111 111 111 111 111 111 111 111 111]` (39 characters)",
+            "/translate",
+            body("..[" + " ".join(["111"] * 9) + "]"),
+        ),
+        Hostile(
+            f"the same family at 4,999 characters ({groups:,} groups)",
+            "/translate",
+            body("..[" + " ".join(["111"] * groups) + "]"),
+        ),
+        Hostile('`"y"*4999`', "/translate", body("y" * 4999)),
+        Hostile("emoji only", "/translate", body("\U0001f642\U0001f44d \U0001f389")),
+        Hostile('a lone surrogate, `"\\ud800 Jesus wept."`', "/translate", body("\ud800 " + SHORT)),
+        Hostile("JSON nested 100,000 deep", "/translate", b'{"q": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"),
+        Hostile("100 texts of 5,000 characters", "/translate", body(["Jesus wept. " * 416 + "Amen"] * 100)),
+        Hostile(
+            "German text, `source=auto`",
+            "/translate",
+            body("Im Anfang schuf Gott den Himmel und die Erde.", source="auto"),
+        ),
+        Hostile(".docx of 60,000 empty paragraphs (6.8 kB-ish)", "/translate_file", docx_body, docx_type),
+        Hostile("/detect of 990,000 characters", "/detect", json.dumps({"q": "Guten Tag. " * 90_000}).encode()),
+        Hostile('`"Hello <![ world"`, `format=html`', "/translate", body("Hello <![ world", format="html")),
+        Hostile(
+            "an unclosed trailing `<!--`, `format=html`", "/translate", body(f"{SHORT} <!-- a note", format="html")
+        ),
+        Hostile(
+            "`<code>` inside a sentence, `format=html`",
+            "/translate",
+            body("Use <code>ls</code> to list the files.", format="html"),
+        ),
+        Hostile("/detect of raw UTF-8 `q=Grüße aus Köln` (curl --data)", "/detect", "q=Grüße aus Köln".encode(), FORM),
+        Hostile(
+            f"{', '.join(SHORT_ENGLISH)} as a list, `source=auto`",
+            "/translate",
+            body(list(SHORT_ENGLISH), source="auto"),
+        ),
+        Hostile(
+            "target `zh-Hant` (not served)",
+            "/translate",
+            json.dumps({"q": SHORT, "source": source, "target": "zh-Hant"}).encode(),
+        ),
     ]
 
 
-def send(url: str, payload: bytes) -> tuple[int, float]:
-    """(HTTP status, seconds) of POST /translate with `payload`."""
-    request = urllib.request.Request(url + "/translate", payload, {"Content-Type": "application/json"})
+def send(url: str, payload: bytes, path: str = "/translate", content_type: str = JSON) -> tuple[int, float, bytes]:
+    """(HTTP status, seconds, answer) of a POST of `payload` to `path`."""
+    request = urllib.request.Request(url + path, payload, {"Content-Type": content_type})
     started = time.perf_counter()
     try:
         with urllib.request.urlopen(request, timeout=600) as response:
-            response.read()
+            answer = response.read()
             status = response.status
     except urllib.error.HTTPError as error:
-        error.read()
+        answer = error.read()
         status = error.code
-    return status, time.perf_counter() - started
+    return status, time.perf_counter() - started, answer
+
+
+def short_english_alone(url: str, target: str) -> int:
+    """How many of `SHORT_ENGLISH`, each sent alone with `source=auto`, are answered 200."""
+    bodies = [json.dumps({"q": word, "source": "auto", "target": target}).encode() for word in SHORT_ENGLISH]
+    return sum(send(url, payload)[0] == 200 for payload in bodies)
+
+
+def suggestion_kept(url: str, database: Path) -> bool:
+    """Whether a suggestion sent as a raw UTF-8 form is in the server's SQLite file, as sent."""
+    send(url, "q=Köln&s=Cologne&source=de&target=en".encode(), "/suggest", FORM)
+    with contextlib.closing(sqlite3.connect(database)) as connection:
+        return connection.execute("SELECT q, s FROM suggestions").fetchall() == [("Köln", "Cologne")]
 
 
 def probe_health(url: str, stop: multiprocessing.Event, slowest: multiprocessing.Value) -> None:
@@ -83,11 +181,11 @@ def short_beside(url: str, long_bodies: list[bytes], source: str, target: str) -
     with ThreadPoolExecutor(len(long_bodies)) as pool:
         longs = [pool.submit(send, url, payload) for payload in long_bodies]
         time.sleep(0.15)
-        shorts = [send(url, short)]
+        shorts = [send(url, short)[:2]]
         while not all(future.done() for future in longs):
             time.sleep(0.1)
-            shorts.append(send(url, short))
-        answers = [future.result() for future in longs]
+            shorts.append(send(url, short)[:2])
+        answers = [future.result()[:2] for future in longs]
     return {
         "short": max(seconds for _, seconds in shorts),
         "short_not_200": sum(status != 200 for status, _ in shorts),
@@ -97,6 +195,7 @@ def short_beside(url: str, long_bodies: list[bytes], source: str, target: str) -
 
 
 def start(model: str, port: int, options: list[str]) -> subprocess.Popen:
+    """`vanilla-serve MODEL --cache-size 0` with `options` on `port`, once it answers /health."""
     command = [sys.executable, "-m", "vanilla_training.cli.serve", model, "--port", str(port), "--cache-size", "0"]
     process = subprocess.Popen([*command, "--log-level", "warning", *options])
     deadline = time.monotonic() + 300
@@ -128,7 +227,8 @@ def main(argv: list[str] | None = None) -> dict:
     long_body = json.dumps({"q": long_text.strip(), "source": source, "target": target}).encode()
     port = free_port()
     url = f"http://127.0.0.1:{port}"
-    server = start(args.model, port, args.serve_options.split())
+    database = Path(tempfile.mkdtemp()) / "suggestions.db"
+    server = start(args.model, port, [*args.serve_options.split(), "--suggestions", "--suggestions-db", str(database)])
     stop, slowest = multiprocessing.Event(), multiprocessing.Value("d", 0.0)
     prober = multiprocessing.Process(target=probe_health, args=(url, stop, slowest))
     results: dict = {"hostile": [], "short": {}}
@@ -138,10 +238,15 @@ def main(argv: list[str] | None = None) -> dict:
             send(url, short)
         prober.start()
         print("| request | answer | seconds |\n|---|---|---|")
-        for name, payload in hostile_requests(source, target):
-            status, seconds = send(url, payload)
-            results["hostile"].append({"request": name, "status": status, "seconds": seconds})
-            print(f"| {name} | {status} | {seconds:.2f} |")
+        for hostile in hostile_requests(source, target):
+            status, seconds, answer = send(url, hostile.body, hostile.path, hostile.content_type)
+            shown = answer.decode("utf-8", "replace")[:ANSWER_SHOWN]
+            results["hostile"].append({"request": hostile.name, "status": status, "seconds": seconds, "answer": shown})
+            print(f"| {hostile.name} | {status} `{shown}` | {seconds:.2f} |")
+        results["short_english_alone"] = short_english_alone(url, target)
+        results["suggestion_kept"] = suggestion_kept(url, database)
+        print(f"\n{', '.join(SHORT_ENGLISH)} alone, `source=auto`: {results['short_english_alone']} answered 200")
+        print(f"a raw UTF-8 suggestion kept in SQLite as sent: {results['suggestion_kept']}")
         stop.set()
         prober.join()
         results["slowest_health_seconds"] = slowest.value

@@ -219,7 +219,7 @@ def test_alternatives_are_the_beams_next_best(server, translator):
     assert answer["alternatives"] == [text for text in dict.fromkeys(beams[1:]) if text != beams[0]]
 
 
-def test_auto_detects_each_texts_source_and_detect_ranks_every_language_it_knows(server, translator):
+def test_auto_detects_the_source_and_detect_ranks_every_language_it_knows(server, translator):
     english = ["In the beginning God created the heaven and the earth.", "And God said, Let there be light."]
     expected = offline(translator, english)
     status, answer = post_json(server.url + "/translate", {"q": english[0], "source": "auto", "target": "de"})

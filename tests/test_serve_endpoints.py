@@ -3,10 +3,12 @@ where it does (translate, detect), else raw HTTP in the shapes LibreTranslate's 
 multipart) and its PHP client (jefs42/libretranslate: cURL, multipart for files, urlencoded for suggestions) send;
 with the toy model of test_serve. Also HTML blocks through the server, keys, 429 and the /metrics token."""
 
+import contextlib
 import io
 import json
 import os
 import re
+import sqlite3
 import time
 import urllib.error
 import urllib.parse
@@ -74,7 +76,7 @@ def web_page_file_upload(
     return as_json(call(url + "/translate_file", body, headers))
 
 
-def test_frontend_settings_tell_the_servers_real_settings(default_server, translator):  # noqa: F811
+def test_frontend_settings_tell_the_servers_real_settings(default_server, translator, tmp_path):  # noqa: F811
     # LibreTranslate's page and the PHP client: a GET with no body
     assert as_json(call(default_server.url + "/frontend/settings")) == (
         200,
@@ -93,6 +95,7 @@ def test_frontend_settings_tell_the_servers_real_settings(default_server, transl
         api_keys=frozenset({"k"}),
         require_api_key_origin="https://mine",
         suggestions=True,
+        suggestions_db=tmp_path / "suggestions.db",
         disable_files_translation=True,
         char_limit=77,
     )
@@ -182,21 +185,25 @@ def test_download_file_refuses_a_name_it_never_gave(default_server, name):
     assert status in (400, 404) and "error" in json.loads(body)
 
 
-def test_suggest_is_403_by_default_and_accepted_when_enabled(default_server, translator, caplog):  # noqa: F811
+def test_suggest_is_403_by_default_and_kept_in_sqlite_when_enabled(default_server, translator, tmp_path):  # noqa: F811
+    """Suggestions land in LibreTranslate's SQLite table, read back here as its scripts/suggestions-to-jsonl.py
+    reads them (before: a log line that went nowhere outside pytest)."""
     fields = {"q": "Hello", "s": "Hallo", "source": "en", "target": "de", "api_key": ""}
     php = urllib.parse.urlencode(fields).encode()  # the PHP client: http_build_query
     assert as_json(call(default_server.url + "/suggest", php)) == (
         403,
         {"error": "Suggestions are disabled on this server."},
     )
-    with InProcessServer([TorchBackend(translator, "fp32")], ServeSettings(suggestions=True)) as server:
-        with caplog.at_level("INFO", logger="vanilla_training.suggestions"):
-            assert as_json(call(server.url + "/suggest", php)) == (200, {"success": True})
-            body, headers = multipart(fields, {})  # LibreTranslate's page: FormData
-            assert as_json(call(server.url + "/suggest", body, headers)) == (200, {"success": True})
+    database = tmp_path / "db" / "suggestions.db"
+    settings = ServeSettings(suggestions=True, suggestions_db=database)
+    with InProcessServer([TorchBackend(translator, "fp32")], settings) as server:
+        assert as_json(call(server.url + "/suggest", php)) == (200, {"success": True})
+        body, headers = multipart(fields, {})  # LibreTranslate's page: FormData
+        assert as_json(call(server.url + "/suggest", body, headers)) == (200, {"success": True})
         assert as_json(call(server.url + "/suggest", urllib.parse.urlencode({"q": "x"}).encode()))[0] == 400
-    logged = [json.loads(record.getMessage()) for record in caplog.records]
-    assert logged == [{"q": "Hello", "s": "Hallo", "source": "en", "target": "de"}] * 2
+    with contextlib.closing(sqlite3.connect(database)) as connection:
+        rows = connection.execute("SELECT q, s, source, target FROM suggestions").fetchall()
+    assert rows == [("Hello", "Hallo", "en", "de")] * 2
 
 
 def test_spec_is_the_openapi_document_with_every_endpoint(default_server):

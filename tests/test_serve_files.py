@@ -3,13 +3,23 @@ translated (formatting kept where the format allows), and the store of translate
 
 import io
 import os
+import stat
 import time
+import zipfile
 
 import docx
 import odfdo
 import pytest
 
-from vanilla_training.serving.files import DocumentError, FileStore, read_document, safe_name, share_out
+from vanilla_training.serving import files
+from vanilla_training.serving.files import (
+    DocumentError,
+    FileStore,
+    StoreFull,
+    read_document,
+    safe_name,
+    share_out,
+)
 
 
 def upper(texts: list[str]) -> list[str]:
@@ -123,3 +133,79 @@ def test_safe_name_keeps_the_last_path_part_in_safe_characters():
         "a_b.txt",
         "file",
     ]
+
+
+def test_the_store_keeps_its_files_in_a_folder_of_this_user_alone(tmp_path):
+    """The store's folder is made private (0700) and each file readable by its owner alone (0600); a folder that
+    someone else could read, such as one another user made first in a shared /tmp, is refused."""
+    store = FileStore(tmp_path / "store")
+    stored = store.put("a.txt", b"secret")
+    assert stat.S_IMODE((tmp_path / "store").stat().st_mode) == 0o700
+    assert stat.S_IMODE((tmp_path / "store" / stored).stat().st_mode) == 0o600
+    shared = tmp_path / "shared"
+    shared.mkdir(mode=0o777)
+    shared.chmod(0o777)
+    with pytest.raises(RuntimeError, match="is not a private folder of this user"):
+        FileStore(shared)
+    (tmp_path / "link").symlink_to(tmp_path / "store")
+    with pytest.raises(RuntimeError, match="is not a private folder of this user"):
+        FileStore(tmp_path / "link")
+
+
+def test_the_store_refuses_a_file_over_its_capacity_until_older_files_expire(tmp_path):
+    store = FileStore(tmp_path, lifetime=600, capacity=10)
+    first = store.put("a.txt", b"12345678")
+    with pytest.raises(StoreFull) as full:
+        store.put("b.txt", b"123")
+    assert 1 <= full.value.retry_after <= 600
+    assert [path.name for path in tmp_path.iterdir()] == [first]
+    store.put("c.txt", b"12")  # what fits is kept
+    ten_minutes_ago = time.time() - 601
+    os.utime(tmp_path / first, (ten_minutes_ago, ten_minutes_ago))
+    store.put("b.txt", b"123")
+
+
+def empty_paragraphs_docx(paragraphs: int, text: str = "Hello world.") -> bytes:
+    document = docx.Document()
+    for _ in range(paragraphs):
+        document.add_paragraph("")
+    document.add_paragraph(text)
+    out = io.BytesIO()
+    document.save(out)
+    return out.getvalue()
+
+
+def test_a_documents_characters_are_counted_before_it_is_parsed(monkeypatch):
+    """A .docx or .odt over --char-limit is refused from lxml's streaming count, python-docx and odfdo never
+    called; the count is the one the parsed document gives (an .odt's `text:s` spaces included)."""
+    long_docx = empty_paragraphs_docx(0, "word " * 40)
+    odt = odfdo.Document("text")
+    odt.body.append(odfdo.Paragraph("In the" + " " * 20 + "beginning."))  # 19 of the spaces a `text:s`
+    odt.body.append(odfdo.Header(1, "A title."))
+    out = io.BytesIO()
+    odt.save(out)
+    long_odt = out.getvalue()
+    assert sum(map(len, read_document("a.docx", long_docx).texts)) == 200
+    assert sum(map(len, read_document("a.odt", long_odt).texts)) == 44
+
+    def never(data):
+        raise AssertionError("parsed")
+
+    monkeypatch.setattr(files, "_read_docx", never)
+    monkeypatch.setattr(files, "_read_odt", never)
+    with pytest.raises(DocumentError, match=r"the file's text \(200\) exceeds text limit \(199\)"):
+        read_document("a.docx", long_docx, char_limit=199)
+    with pytest.raises(DocumentError, match=r"the file's text \(44\) exceeds text limit \(43\)"):
+        read_document("a.odt", long_odt, char_limit=43)
+    with pytest.raises(DocumentError, match=r"the file's text \(7\) exceeds text limit \(6\)"):
+        read_document("a.txt", b"1234567", char_limit=6)
+
+
+def test_a_document_that_unpacks_past_the_limit_is_refused_before_it_is_parsed():
+    """60,000 empty paragraphs: a .docx of tens of kB unpacking to some MB (the size of the template's styles with
+    them) is refused by the unpacked size its archive records."""
+    data = empty_paragraphs_docx(60_000)
+    unpacked = sum(member.file_size for member in zipfile.ZipFile(io.BytesIO(data)).infolist())
+    assert len(data) < 100_000 < unpacked
+    with pytest.raises(DocumentError, match=f"the file unpacks to {unpacked:,} bytes, over the limit of 100,000"):
+        read_document("a.docx", data, unpacked_limit=100_000)

@@ -1,6 +1,6 @@
 """The server against hostile and awkward requests, over stand-in models (no training: each test takes seconds): the
 pysbd backtracking family with /health probed from another process, limits checked before any work, fair share of
-the running batch, texts with nothing to translate, per-text detection, language aliases, bodies that must be 4xx,
+the running batch, texts with nothing to translate, a list detected once, language aliases, bodies that must be 4xx,
 a dead batcher, and the races of issue 50 (the tokenizer under two threads, the Endpoints handler under concurrent
 calls, the CTranslate2 export of a Hub id's new revision)."""
 
@@ -195,27 +195,33 @@ def test_texts_with_nothing_to_translate_come_back_as_they_are():
         }
 
 
-def test_each_text_of_a_list_is_detected_on_its_own_and_an_unserved_language_is_refused():
-    """Two sources served into French: an English and a German text in one list each go to their own model, with
-    their own detected language (whole-number confidences); a Spanish text is refused, not translated as
-    something else; /detect says Spanish, though no model translates it."""
+def test_a_list_is_detected_once_and_a_language_not_served_into_the_target_is_refused():
+    """Two sources served into French: a list is detected once, as LibreTranslate detects a request, and every
+    text goes to that language's model with the same detected language (a whole-number confidence); a Spanish
+    text, alone or beside English, is refused, not translated as something else; /detect says Spanish, though no
+    model translates it."""
     english = "In the beginning God created the heaven and the earth."
     german = "Im Anfang schuf Gott Himmel und Erde, und die Erde war wüst und leer."
     spanish = "En el principio creó Dios los cielos y la tierra, y la tierra estaba desordenada y vacía."
     with InProcessServer([StandInBackend("en", "fr"), StandInBackend("de", "fr")], ServeSettings()) as server:
         status, answer = post_json(
-            server.url + "/translate", {"q": [english, german], "source": "auto", "target": "fr"}
+            server.url + "/translate", {"q": [english, "Hotel"], "source": "auto", "target": "fr"}
         )
         assert status == 200
-        assert answer["translatedText"] == [f"[en>fr] {english}", f"[de>fr] {german}"]
-        assert [detected["language"] for detected in answer["detectedLanguage"]] == ["en", "de"]
-        assert all(type(detected["confidence"]) is int for detected in answer["detectedLanguage"])
+        assert answer["translatedText"] == [f"[en>fr] {english}", "[en>fr] Hotel"]
+        assert answer["detectedLanguage"][0] == answer["detectedLanguage"][1]
+        assert answer["detectedLanguage"][0]["language"] == "en"
+        assert type(answer["detectedLanguage"][0]["confidence"]) is int
         status, answer = post_json(
-            server.url + "/translate", {"q": [english, spanish], "source": "auto", "target": "fr"}
+            server.url + "/translate", {"q": [german, "Hotel"], "source": "auto", "target": "fr"}
         )
-        assert (
-            status == 400 and answer["error"] == "French (fr) is not available as a target language from Spanish (es)"
-        )
+        assert status == 200 and answer["translatedText"] == [f"[de>fr] {german}", "[de>fr] Hotel"]
+        for q in (spanish, [english, spanish, spanish]):
+            status, answer = post_json(server.url + "/translate", {"q": q, "source": "auto", "target": "fr"})
+            assert (status, answer) == (
+                400,
+                {"error": "French (fr) is not available as a target language from Spanish (es)"},
+            )
         status, answer = post_json(server.url + "/detect", {"q": spanish})
         assert status == 200 and answer[0]["language"] == "es" and answer[0]["confidence"] > 50
         assert all(type(ranked["confidence"]) is int for ranked in answer)
@@ -227,8 +233,8 @@ def test_language_codes_are_read_as_libretranslate_reads_them():
         "pt",
         "pt",
         "zh",
-        "zh",
-        "zh",
+        "zt",
+        "zt",
         "de",
     ]
     backends = [StandInBackend("en", "pt"), StandInBackend("en", "zh")]
@@ -238,6 +244,11 @@ def test_language_codes_are_read_as_libretranslate_reads_them():
                 server.url + "/translate", {"q": "Jesus wept.", "source": source, "target": target}
             )
             assert (status, answer) == (200, {"translatedText": f"{tag} Jesus wept."}), (source, target)
+        for target in ("zh-Hant", "zt", "ZH-HANT"):  # Traditional Chinese: refused, not served as Simplified
+            status, answer = post_json(
+                server.url + "/translate", {"q": "Jesus wept.", "source": "en", "target": target}
+            )
+            assert (status, answer) == (400, {"error": "zt is not supported"}), target
 
 
 @pytest.mark.parametrize(

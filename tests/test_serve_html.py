@@ -1,6 +1,7 @@
 """HTML translated a block at a time: a block's text with its inline tags reaches the model as whole sentences,
 the inline tags come back in the translation, and markup, comments, attributes, entities and the content of
-`script`, `style`, `code`, `pre` and `textarea` are kept."""
+`script`, `style` and `pre` are kept; inline elements without text to translate (`code`, `svg`, ...) are kept whole
+within their sentence, and what a browser hides (a comment left open, `<![` ...) is markup."""
 
 import html
 import re
@@ -82,10 +83,51 @@ def test_a_closing_tag_never_goes_before_its_opening_tag():
     assert re.fullmatch(r"<p>[^<]*<b>[^<]+</b>[^<]*</p>", translated)
 
 
+@pytest.mark.parametrize(
+    ("source", "sentence"),
+    [
+        ("<p>Use <code>ls -l</code> to list the files.</p>", "Use  to list the files."),
+        ("<p>Press <button type='submit'>OK</button> to go on.</p>", "Press OK to go on."),
+        ("<p>Type your name <input name='q'> and go on.</p>", "Type your name  and go on."),
+        (
+            "<p>Click the <svg viewBox='0 0 1 1'><svg><text>x</text></svg></svg> icon to go on.</p>",
+            "Click the  icon to go on.",
+        ),
+        ("<p>The <my-widget size=2>big thing</my-widget> works well.</p>", "The big thing works well."),
+        ("<p>Write <textarea>a <b>b</b>.</textarea> in the box.</p>", "Write  in the box."),
+    ],
+)
+def test_inline_elements_keep_their_sentence_whole(source, sentence):
+    """`<code>`, `<button>`, `<input>`, `<svg>`, custom elements (before: each cut its sentence in two): the
+    sentence reaches the model whole, an element kept whole (code, svg, textarea) without its content, and every
+    tag comes back once, in order."""
+    given_to_model, translated = translate_html(source)
+    assert given_to_model == [sentence]
+    assert re.findall(r"<[^>]*>", translated) == re.findall(r"<[^>]*>", source)
+
+
+@pytest.mark.parametrize(
+    ("source", "sentences", "expected"),
+    [
+        ("Hello <![ world", ["Hello"], "HELLO <![ world"),  # before: AssertionError in Python's parser, a 500
+        ("Hello <![ world > there.", ["Hello", "there."], "HELLO <![ world > THERE."),
+        ("<p>Hello world.</p><!-- a note left open", ["Hello world."], "<p>HELLO WORLD.</p><!-- a note left open"),
+        ("Hello world. <!", ["Hello world."], "HELLO WORLD. <!"),
+        ("<p>Hello <![CDATA[ x ]]> world.</p>", ["Hello", "world."], "<p>HELLO <![CDATA[ x ]]> WORLD.</p>"),
+    ],
+)
+def test_declarations_and_comments_left_open_are_markup_not_text(source, sentences, expected):
+    """What a browser hides (a bogus comment after `<![`, a comment left open at the end) is kept as markup: not
+    given to the model, not shown as text."""
+    given_to_model, translated = translate_html(source)
+    assert (given_to_model, translated) == (sentences, expected)
+
+
 PARTS = st.lists(
     st.sampled_from(
         ["Hello world. ", "one two", " ", "<b>", "</b>", "<em class='e'>", "</em>", "<br>", "<a href='x'>", "</a>"]
-        + ["&amp;", "<p>", "</p>", "<!-- c -->", "\n"]
+        + ["&amp;", "<p>", "</p>", "<!-- c -->", "\n", "<![", "<!--", "<!", "<?", ">", "<code>", "</code>", "<svg>"]
+        + ["</svg>", "<input name=q>", "<x-y>", "</x-y>", "<button>", "</button>", "<pre>", "</pre>", "]]>"]
     ),
     max_size=14,
 )

@@ -10,9 +10,10 @@ serves one language pair: the pair its training recorded, or, for a model that r
 model), the one given as MODEL:SOURCE-TARGET (e.g. opus-mt-en-de:en-de); a multilingual model serves every direction
 between its languages. A direction no model translates but two do through a shared language (English first) is
 served by translating twice (a pivot). The server binds to 127.0.0.1 unless
---host says otherwise, answers POST /translate, POST /detect, GET /languages, GET /health and GET /metrics, shows
-a web page at / and the API's documentation at /docs. SIGTERM or Ctrl+C stops it taking requests, finishes those
-in flight, and exits 0.
+--host says otherwise, answers LibreTranslate's endpoints (POST /translate, POST /detect, GET /languages, POST
+/translate_file, GET /download_file/{filename}, POST /suggest, GET /frontend/settings, GET /spec), GET /health and
+GET /metrics, shows a web page at / and the API's documentation at /docs. SIGTERM or Ctrl+C stops it taking
+requests, finishes those in flight, and exits 0.
 """
 
 import argparse

@@ -1,11 +1,13 @@
-"""The server: LibreTranslate's HTTP API (`/translate`, `/languages`, `/detect`, `/health`) over the models given,
-with `/metrics` for Prometheus, the OpenAPI page at `/docs` and a web page at `/`.
+"""The server: LibreTranslate's HTTP API (`/translate`, `/languages`, `/detect`, `/translate_file`,
+`/download_file/{filename}`, `/suggest`, `/frontend/settings`, `/spec`, `/health`) over the models given, with
+`/metrics` for Prometheus, the OpenAPI page at `/docs` and a web page at `/`.
 
 Requests carry JSON or form fields as LibreTranslate's do, and errors answer LibreTranslate's shape
-`{"error": "..."}`: 400 for a missing or invalid field, 403 for a wrong API key, 413 for a body over the size
-limit, 503 when the translation queue is full, 500 when the model fails. `create_app` assembles the app: the
-routes (`routes`, thin), what they share (`service.Service`), how requests are read (`parsing`) and the
-settings (`settings.ServeSettings`).
+`{"error": "..."}`: 400 for a missing or invalid field, 401 for /metrics without its token, 403 for a wrong API key
+or a disabled endpoint, 404 for a translated file that has expired, 413 for a body over the size limit, 429 over the
+rate limit, 503 when the translation queue or the file store is full, 500 when the model fails. `create_app`
+assembles the app: the routes (`routes` and `extra_routes`, thin), what they share (`service.Service`), how requests
+are read (`parsing`) and the settings (`settings.ServeSettings`).
 """
 
 import contextlib

@@ -15,6 +15,7 @@ class Detector:
     def __init__(self, fallback: str = "en"):
         self.model = LanguageIdentifier.from_model_file(MODEL_FILE, norm_probs=True)
         self.fallback = fallback
+        self.languages = [str(code) for code in self.model.nb_classes]  # those it may answer
 
     def detect(self, text: str) -> list[dict]:
         """LibreTranslate's answer: [{"confidence": 0-100 (a whole number), "language": code}], the `TOP` most
@@ -25,11 +26,14 @@ class Detector:
 
     def among(self, languages: list[str]) -> "Detector":
         """A detector choosing only among `languages` (those py3langid knows; all it knows if it knows none of
-        them), its probabilities normalised over them; it shares this one's model."""
-        known = [code for code in languages if code in self.model.nb_classes]
+        them), its probabilities normalised over them, and answering `languages[0]` where nothing can be told; it
+        shares this one's model."""
+        known = [code for code in languages if code in self.languages]
         restricted = copy.copy(self)
         restricted.model = copy.copy(self.model)
         restricted.model.set_languages(known or None)
+        restricted.fallback = languages[0]
+        restricted.languages = known or self.languages
         return restricted
 
 

@@ -1,9 +1,8 @@
 """The rest of LibreTranslate's API, in its shapes: `/frontend/settings` (what LibreTranslate's web page and the
 PHP and Kotlin clients read first), `/translate_file` and `/download_file` (documents, `files`), `/suggest` (403
-unless `--suggestions`), `/spec` (the OpenAPI document)."""
+unless `--suggestions`; kept in SQLite, `suggestions`), `/spec` (the OpenAPI document)."""
 
-import json
-import logging
+import asyncio
 import mimetypes
 from typing import Any
 
@@ -12,11 +11,19 @@ from fastapi.responses import JSONResponse, Response
 from starlette.datastructures import UploadFile
 
 from ..corpus import language_name
-from .files import FORMATS, DocumentError, read_document
+from .files import (
+    ARCHIVE_EXPANSION,
+    FORMATS,
+    Document,
+    DocumentError,
+    StoreFull,
+    check_characters,
+    read_document,
+)
 from .parsing import ApiError, TranslateCall, language_code, read_body, read_fields
 from .routes import Served
+from .schema import ERRORS, errors
 
-SUGGESTIONS = logging.getLogger("vanilla_training.suggestions")
 FRONTEND_TIMEOUT_MS = 500  # LibreTranslate's default: how long its page waits after typing before translating
 router = APIRouter()
 
@@ -54,9 +61,8 @@ async def file_fields(request: Request, limit: int) -> tuple[dict[str, Any], Upl
     return {name: value for name, value in form.multi_items() if isinstance(value, str)}, upload
 
 
-def file_call(fields: dict[str, Any], texts: list[str], text_format: str, served: Served) -> TranslateCall:
-    """A file's translation as a `TranslateCall`: its languages checked, and its characters, all texts together,
-    against `--char-limit`."""
+def file_languages(fields: dict[str, Any], served: Served) -> tuple[str, str]:
+    """A file's source (a served code or `auto`) and target, checked."""
     source, target = language_code(fields.get("source")), language_code(fields.get("target"))
     for name, value in (("source", source), ("target", target)):
         if not value:
@@ -65,13 +71,39 @@ def file_call(fields: dict[str, Any], texts: list[str], text_format: str, served
         raise ApiError(400, f"{source} is not supported")
     if target not in served.codes:
         raise ApiError(400, f"{target} is not supported")
-    characters, limit = sum(len(text) for text in texts), served.settings.char_limit
-    if limit != -1 and characters > limit:
-        raise ApiError(400, f"Invalid request: the file's text ({characters:,}) exceeds text limit ({limit:,})")
-    return TranslateCall(texts, True, source, target, text_format, 0)
+    return source, target
 
 
-@router.post("/translate_file", summary="Translate a file (.txt, .html, .docx, .odt): answers its download URL")
+def checked_document(filename: str, data: bytes, served: Served) -> Document:
+    """The file's `Document` (on a thread: parsing takes time), once it is known to fit: its text within
+    `--char-limit` (counted before it is parsed, and again after), unpacked within `ARCHIVE_EXPANSION` times
+    `--max-body-bytes`, and room for it in the file store. ApiError 400 or 503 otherwise."""
+    settings = served.settings
+    try:
+        served.files.check_room(len(data))
+        document = read_document(filename, data, settings.char_limit, settings.max_body_bytes * ARCHIVE_EXPANSION)
+        check_characters(sum(len(text) for text in document.texts), settings.char_limit)
+    except StoreFull as error:
+        raise ApiError(503, f"Slowdown: {error}", headers={"Retry-After": str(error.retry_after)}) from None
+    except DocumentError as error:
+        raise ApiError(400, f"Invalid request: {error}") from None
+    return document
+
+
+def stored_translation(filename: str, document: Document, translations: list[str], served: Served) -> str:
+    """The translated file written and kept (on a thread); its name in the store. ApiError 503 where it does not
+    fit."""
+    try:
+        return served.files.put(filename, document.write(translations))
+    except StoreFull as error:
+        raise ApiError(503, f"Slowdown: {error}", headers={"Retry-After": str(error.retry_after)}) from None
+
+
+@router.post(
+    "/translate_file",
+    responses=ERRORS,
+    summary="Translate a file (.txt, .html, .docx, .odt): answers its download URL",
+)
 async def translate_file(request: Request, served: Served):
     if served.settings.disable_files_translation:
         raise ApiError(403, "Files translation are disabled on this server.")
@@ -79,17 +111,17 @@ async def translate_file(request: Request, served: Served):
     served.access.check_request(request, fields)
     if not upload.filename:
         raise ApiError(400, "Invalid request: empty file")
-    try:
-        document = read_document(upload.filename, await upload.read())
-    except DocumentError as error:
-        raise ApiError(400, f"Invalid request: {error}") from None
-    call = file_call(fields, document.texts, document.text_format, served)
+    source, target = file_languages(fields, served)
+    document = await asyncio.to_thread(checked_document, upload.filename, await upload.read(), served)
+    call = TranslateCall(document.texts, True, source, target, document.text_format, 0)
     translations = (await served.translate(call, request.is_disconnected))[0] if document.texts else []
-    stored = served.files.put(upload.filename, document.write(translations))
+    stored = await asyncio.to_thread(stored_translation, upload.filename, document, translations, served)
     return {"translatedFileUrl": str(request.url_for("download_file", filename=stored))}
 
 
-@router.get("/download_file/{filename}", summary="Download a translated file (kept 30 minutes)")
+@router.get(
+    "/download_file/{filename}", responses=errors(400, 404), summary="Download a translated file (kept 30 minutes)"
+)
 async def download_file(filename: str, served: Served):
     if served.settings.disable_files_translation:
         raise ApiError(400, "Files translation are disabled on this server.")
@@ -103,7 +135,11 @@ async def download_file(filename: str, served: Served):
     return Response(data, media_type=media_type, headers={"Content-Disposition": f'attachment; filename="{name}"'})
 
 
-@router.post("/suggest", summary="Suggest a better translation (403 unless the server accepts suggestions)")
+@router.post(
+    "/suggest",
+    responses=errors(400, 403, 413),
+    summary="Suggest a better translation (403 unless the server accepts suggestions)",
+)
 async def suggest(request: Request, served: Served):
     if not served.settings.suggestions:
         raise ApiError(403, "Suggestions are disabled on this server.")
@@ -111,8 +147,8 @@ async def suggest(request: Request, served: Served):
     for name in ("q", "s", "source", "target"):
         if not isinstance(fields.get(name), str) or not fields[name]:
             raise ApiError(400, f"Invalid request: missing {name} parameter")
-    suggestion = {name: fields[name] for name in ("q", "s", "source", "target")}
-    SUGGESTIONS.info(json.dumps(suggestion, ensure_ascii=False))
+    source, target = language_code(fields["source"]), language_code(fields["target"])
+    await asyncio.to_thread(served.suggestions.add, fields["q"], fields["s"], source, target)
     return {"success": True}
 
 

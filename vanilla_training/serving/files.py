@@ -13,10 +13,14 @@ import contextlib
 import dataclasses
 import io
 import itertools
+import math
+import os
 import re
 import secrets
+import stat
 import tempfile
 import time
+import zipfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -24,13 +28,21 @@ import docx
 import odfdo
 from docx.table import Table
 from docx.text.paragraph import Paragraph as DocxParagraph
+from lxml import etree
 
 from .html_text import Block, Tag, place_tags
 from .paragraphs import Piece
 
 FORMATS = (".txt", ".html", ".docx", ".odt")
 ODT_TEXT_CHILDREN = frozenset({"text:span", "text:a", "text:s", "text:tab", "text:line-break", "text:soft-page-break"})
-FILES_FOLDER = Path(tempfile.gettempdir()) / "vanilla-serve-files"  # shared by a server's workers
+FILES_FOLDER = Path(tempfile.gettempdir()) / f"vanilla-serve-files-{os.getuid()}"  # this user's servers' workers
+ARCHIVE_EXPANSION = 10  # a .docx or .odt may unpack to this many times the largest request body
+TEXT_PARTS = {  # where a .docx or an .odt keeps its text, and the element holding it (None: every element)
+    ".docx": ("word/document.xml", "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}t"),
+    ".odt": ("content.xml", None),
+}
+ODT_TEXT = "urn:oasis:names:tc:opendocument:xmlns:text:1.0"
+ODT_SPACE, ODT_SPACE_COUNT = f"{{{ODT_TEXT}}}s", f"{{{ODT_TEXT}}}c"
 STORED_NAME = re.compile(r"[0-9a-f]{32}\.[A-Za-z0-9_.-]+")
 
 
@@ -47,9 +59,10 @@ class Document:
     write: Callable[[list[str]], bytes]  # the translations of `texts`, in order, to the translated file's bytes
 
 
-def read_document(filename: str, data: bytes) -> Document:
-    """The `Document` of the file `filename` holding `data`; DocumentError if it is not one of `FORMATS` or not
-    readable as its format."""
+def read_document(filename: str, data: bytes, char_limit: int = -1, unpacked_limit: int = 10_000_000) -> Document:
+    """The `Document` of the file `filename` holding `data`; DocumentError if it is not one of `FORMATS`, not
+    readable as its format, or over a limit: its text over `char_limit` characters (-1: none), counted before the
+    file is parsed, or a `.docx`/`.odt` unpacking to more than `unpacked_limit` bytes."""
     suffix = Path(filename).suffix.lower()
     if suffix not in FORMATS:
         raise DocumentError(f"file format not supported ({suffix or 'no extension'}; supported: {', '.join(FORMATS)})")
@@ -58,12 +71,44 @@ def read_document(filename: str, data: bytes) -> Document:
             text = data.decode("utf-8-sig")
         except UnicodeDecodeError as error:
             raise DocumentError(f"the file is not UTF-8 text ({error.reason} at byte {error.start})") from None
+        check_characters(len(text), char_limit)
         text_format = "html" if suffix == ".html" else "text"
         return Document([text], text_format, lambda translations: translations[0].encode("utf-8"))
     try:
+        check_characters(archive_characters(data, suffix, unpacked_limit), char_limit)
         return _read_docx(data) if suffix == ".docx" else _read_odt(data)
-    except Exception as error:  # python-docx and odfdo raise many kinds for a file they cannot read
+    except DocumentError:
+        raise
+    except Exception as error:  # zipfile, lxml, python-docx and odfdo raise many kinds for a file they cannot read
         raise DocumentError(f"the file cannot be read as {suffix}: {type(error).__name__}: {error}") from None
+
+
+def check_characters(characters: int, char_limit: int) -> None:
+    """DocumentError where a file's `characters` are over `char_limit` (-1: no limit)."""
+    if char_limit != -1 and characters > char_limit:
+        raise DocumentError(f"the file's text ({characters:,}) exceeds text limit ({char_limit:,})")
+
+
+def archive_characters(data: bytes, suffix: str, unpacked_limit: int) -> int:
+    """The characters of the text in a `.docx` (its `w:t` runs of text) or an `.odt` (the text of its content),
+    counted by lxml in one streaming pass, before python-docx or odfdo build the document; DocumentError where the
+    archive unpacks to more than `unpacked_limit` bytes (sizes as its directory records them, which zipfile holds
+    each member's reading to)."""
+    part, text_tag = TEXT_PARTS[suffix]
+    with zipfile.ZipFile(io.BytesIO(data)) as archive:
+        unpacked = sum(member.file_size for member in archive.infolist())
+        if unpacked > unpacked_limit:
+            raise DocumentError(f"the file unpacks to {unpacked:,} bytes, over the limit of {unpacked_limit:,}")
+        with archive.open(part) as xml:
+            characters = 0
+            for _, element in etree.iterparse(xml, tag=text_tag, resolve_entities=False, no_network=True):
+                characters += len(element.text or "")
+                if text_tag is None:  # an .odt: the text between elements, and the spaces `text:s` stands for
+                    characters += len(element.tail or "")
+                    if element.tag == ODT_SPACE:
+                        characters += int(element.get(ODT_SPACE_COUNT, "1"))
+                element.clear(keep_tail=True)
+            return characters
 
 
 def share_out(parts: list[str], translation: str) -> list[str]:
@@ -144,19 +189,51 @@ def safe_name(filename: str) -> str:
     return name or "file"
 
 
-class FileStore:
-    """Translated files kept in `folder` for `lifetime` seconds (LibreTranslate keeps them 30 minutes), each under a
-    name no one can guess: a random hex id, a dot, and the file's own name (the name it is downloaded as)."""
+class StoreFull(Exception):
+    """The store holds its capacity in files that have not expired; `retry_after` seconds until the oldest does."""
 
-    def __init__(self, folder: Path = FILES_FOLDER, lifetime: float = 1800.0):
-        self.folder, self.lifetime = folder, lifetime
-        folder.mkdir(parents=True, exist_ok=True)
+    def __init__(self, retry_after: int):
+        super().__init__(f"the store of translated files is full: try again in {retry_after} s")
+        self.retry_after = retry_after
+
+
+def private_folder(folder: Path) -> Path:
+    """`folder`, created readable by this user alone where it is missing; RuntimeError where it exists but is not a
+    folder of this user's that no one else may read or write (another user could have made it first in a shared
+    temporary folder)."""
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    status = folder.lstat()
+    if not stat.S_ISDIR(status.st_mode) or status.st_uid != os.getuid() or status.st_mode & 0o077:
+        raise RuntimeError(
+            f"{folder} is not a private folder of this user (owner uid {status.st_uid}, mode "
+            f"{stat.filemode(status.st_mode)}): remove it, or set TMPDIR to another temporary folder"
+        )
+    return folder
+
+
+class FileStore:
+    """Translated files kept in `folder` (this user's alone) for `lifetime` seconds (LibreTranslate keeps them 30
+    minutes), `capacity` bytes at most, each under a name no one can guess: a random hex id, a dot, and the file's
+    own name (the name it is downloaded as); each file is readable by this user alone."""
+
+    def __init__(self, folder: Path | None = None, lifetime: float = 1800.0, capacity: int = 1_000_000_000):
+        self.folder = private_folder(folder or FILES_FOLDER)
+        self.lifetime, self.capacity = lifetime, capacity
+
+    def check_room(self, size: int) -> None:
+        """StoreFull unless a file of `size` bytes fits beside the files that have not expired."""
+        kept = self.remove_expired()
+        if sum(size for _, size in kept) + size > self.capacity:
+            oldest = min((modified for modified, _ in kept), default=time.time())
+            raise StoreFull(max(1, math.ceil(oldest + self.lifetime - time.time())))
 
     def put(self, filename: str, data: bytes) -> str:
-        """Keeps `data`; returns the name to download it by."""
-        self.remove_expired()
+        """Keeps `data` (StoreFull where it does not fit); returns the name to download it by."""
+        self.check_room(len(data))
         stored = f"{secrets.token_hex(16)}.{safe_name(filename)}"
-        (self.folder / stored).write_bytes(data)
+        descriptor = os.open(self.folder / stored, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with open(descriptor, "wb") as file:
+            file.write(data)
         return stored
 
     def get(self, stored: str) -> tuple[str, bytes]:
@@ -170,10 +247,15 @@ class FileStore:
             raise KeyError(stored)
         return stored.split(".", 1)[1], path.read_bytes()
 
-    def remove_expired(self) -> None:
-        """Deletes the files older than the lifetime."""
-        oldest = time.time() - self.lifetime
+    def remove_expired(self) -> list[tuple[float, int]]:
+        """Deletes the files older than the lifetime; (modified time, size) of each file kept."""
+        oldest, kept = time.time() - self.lifetime, []
         for path in self.folder.iterdir():
             with contextlib.suppress(FileNotFoundError):  # another worker removed it first
-                if STORED_NAME.fullmatch(path.name) and path.stat().st_mtime < oldest:
-                    path.unlink()
+                if STORED_NAME.fullmatch(path.name):
+                    status = path.stat()
+                    if status.st_mtime < oldest:
+                        path.unlink()
+                    else:
+                        kept.append((status.st_mtime, status.st_size))
+        return kept

@@ -1,7 +1,9 @@
 """HTML in, HTML out, translated a block at a time: the text of a block element together with its inline tags
 (`<b>`, `<em>`, `<a>`, `<span>`, `<br>`, ...) is one text to translate, so that inline markup never cuts a sentence;
 the inline tags are then put back into the translation. Everything else is kept byte for byte: block tags,
-comments, attributes, and the content of `<script>`, `<style>`, `<code>`, `<pre>` and `<textarea>`.
+comments (one left open at the end too), attributes, and the content of `<script>`, `<style>` and `<pre>`. An inline
+element whose content is not text to translate (`<code>`, `<textarea>`, `<svg>`, `<math>`, ...) is kept whole, as one
+unit of its sentence, like a `<br>` or an `<img>`; a custom element (`<my-widget>`) is inline.
 
 The model is given the block's plain text alone (character references resolved, no markup, no placeholders: a
 model trained on plain sentences mangles tokens it has never seen). Each inline tag is placed in the translation by
@@ -18,14 +20,23 @@ from html.parser import HTMLParser
 
 from .paragraphs import Piece
 
-UNTRANSLATED = frozenset({"script", "style", "code", "pre", "textarea"})
-INLINE = frozenset(
-    {"a", "abbr", "b", "bdi", "bdo", "br", "cite", "data", "del", "dfn", "em", "font", "i", "img", "ins", "kbd"}
-    | {"label", "mark", "q", "s", "samp", "small", "span", "strike", "strong", "sub", "sup", "time", "tt", "u"}
-    | {"var", "wbr"}
+UNTRANSLATED = frozenset({"script", "style", "pre"})  # blocks whose content is kept as it is
+ATOMIC = frozenset(  # inline elements kept whole, content and all, as one unit of their sentence
+    {"code", "textarea", "select", "svg", "math", "canvas", "audio", "video", "iframe", "object"}
 )
-VOID = frozenset({"br", "img", "wbr"})
+INLINE = frozenset(
+    {"a", "abbr", "b", "bdi", "bdo", "br", "button", "cite", "data", "del", "dfn", "em", "font", "i", "img", "input"}
+    | {"ins", "kbd", "label", "mark", "output", "q", "s", "samp", "small", "span", "strike", "strong", "sub", "sup"}
+    | {"time", "tt", "u", "var", "wbr"}
+)
+VOID = frozenset({"br", "img", "input", "wbr"})
 STAND_INS = {"br": "\n"}  # the plain text a tag stands for: a line break ends a sentence as in plain text
+
+
+def is_inline(tag: str) -> bool:
+    """Whether `tag` sits inside a sentence: an inline element, an atomic one, or a custom element (a name with a
+    hyphen, as the HTML standard requires of them)."""
+    return tag in INLINE or tag in ATOMIC or "-" in tag
 
 
 @dataclasses.dataclass(frozen=True)
@@ -48,44 +59,93 @@ class Block:
 
 class _Events(HTMLParser):
     """Where each parser event starts in the source: (offset, kind, tag name or text), kind being "text" (text to
-    translate), "inline" (an inline tag: "open", "close" or "void" with its name) or "markup" (kept as it is)."""
+    translate), "inline" (an inline tag: "open", "close" or "void" with its name; an `ATOMIC` element, from its
+    opening tag to the end of its closing tag, one "void") or "markup" (kept as it is). What is left unclosed at the
+    end behind `<!` or `<?` (a comment, a declaration) is markup, as a browser hides it, not text."""
 
     def __init__(self, source: str):
         super().__init__(convert_charrefs=True)
+        self.source = source
         self.line_starts = [0]  # the parser counts lines by "\n" alone
         for index, character in enumerate(source):
             if character == "\n":
                 self.line_starts.append(index + 1)
         self.events: list[tuple[int, str, tuple[str, str] | str | None]] = []
         self.open_untranslated = 0
+        self.atomic: list | None = None  # the open atomic element: [its name, how many of it are open]
+        self.closing = self.unclosed = False
 
     def _offset(self) -> int:
         line, column = self.getpos()
         return self.line_starts[line - 1] + column
 
     def _tag(self, tag: str, kind: str) -> None:
-        inline = tag in INLINE and not self.open_untranslated
+        inline = is_inline(tag) and not self.open_untranslated
         self.events.append((self._offset(), "inline" if inline else "markup", (kind, tag) if inline else None))
 
+    def _inside_atomic(self, tag: str, step: int) -> bool:
+        """Whether an atomic element is open (its content then belongs to it), counting its own nested tags."""
+        if self.atomic is None:
+            return False
+        if tag == self.atomic[0]:
+            self.atomic[1] += step
+            if not self.atomic[1]:
+                self.atomic = None
+        return True
+
     def handle_starttag(self, tag, attrs):
+        if self._inside_atomic(tag, 1):
+            return
+        if tag in ATOMIC and not self.open_untranslated:
+            self.atomic = [tag, 1]
+            self._tag(tag, "void")
+            return
         self._tag(tag, "void" if tag in VOID else "open")
         self.open_untranslated += tag in UNTRANSLATED
 
     def handle_endtag(self, tag):
+        if self._inside_atomic(tag, -1):
+            return
         if tag in UNTRANSLATED and self.open_untranslated:
             self.open_untranslated -= 1
         self._tag(tag, "close")
 
     def handle_startendtag(self, tag, attrs):
-        self._tag(tag, "void")
+        if self.atomic is None:
+            self._tag(tag, "void")
 
     def handle_data(self, data):
-        self.events.append((self._offset(), "markup" if self.open_untranslated else "text", data))
+        if self.atomic is not None:
+            return
+        offset = self._offset()
+        if self.closing and (self.unclosed or self.source.startswith(("<!", "<?"), offset)):
+            self.unclosed = True  # the parser hands what it could not close back as data
+        markup = self.open_untranslated or self.unclosed
+        self.events.append((offset, "markup" if markup else "text", data))
 
     def _markup(self, data=None) -> None:
-        self.events.append((self._offset(), "markup", None))
+        if self.atomic is None:
+            self.events.append((self._offset(), "markup", None))
 
     handle_comment = handle_decl = handle_pi = unknown_decl = _markup
+
+    def parse_marked_section(self, i: int, report: int = 1) -> int:
+        """`<![CDATA[...]]>` and the like as Python reads them; anything else after `<![` (where Python's parser
+        raises AssertionError) as a browser reads it: a bogus comment up to the next `>`."""
+        position = self.getpos()
+        try:
+            return super().parse_marked_section(i, report)
+        except AssertionError:
+            self.lineno, self.offset = position  # moved past `<![` before it raised
+            end = self.rawdata.find(">", i + 3)
+            if end < 0:
+                return -1  # not closed yet: at the end, markup
+            self._markup()
+            return end + 1
+
+    def close(self) -> None:
+        self.closing = True
+        super().close()
 
 
 def _block(items: list[tuple[str, str, tuple[str, str] | str]]) -> Block | None:

@@ -4,6 +4,7 @@ routes act on, raising `ApiError` (LibreTranslate's `{"error": ...}` with its st
 import dataclasses
 import json
 import re
+import urllib.parse
 from typing import Any
 
 from fastapi import Request
@@ -13,9 +14,9 @@ from .settings import ServeSettings
 DRAIN_FACTOR = 8  # a body over the size limit is read (and dropped) up to this many times the limit
 LINE_END = re.compile(r"\r\n?")
 FORMATS = ("text", "html")
-# LibreTranslate's codes for Brazilian Portuguese and the two Chinese scripts, and the tags it answers for them,
-# read as the codes served here (as LibreTranslate falls back to pt for pb and to zh for zt where it lacks them).
-ALIASES = {"pb": "pt", "pt-br": "pt", "zh-hans": "zh", "zt": "zh", "zh-hant": "zh"}
+# LibreTranslate's tags for Brazilian Portuguese and the two Chinese scripts, read as it reads them: Simplified
+# Chinese is zh and Traditional Chinese zt (its own code: never served by a zh model), Brazilian Portuguese pt.
+ALIASES = {"pb": "pt", "pt-br": "pt", "zh-hans": "zh", "zh-hant": "zt"}
 
 
 class ApiError(Exception):
@@ -92,7 +93,9 @@ async def read_fields(request: Request, limit: int) -> tuple[dict[str, Any], boo
     if content_type == "application/json" or content_type.endswith("+json"):
         return json_fields(body), True
     fields: dict[str, Any] = dict(request.query_params)
-    if body:
+    if body and content_type == "application/x-www-form-urlencoded":  # as UTF-8, as LibreTranslate (Starlette:
+        fields.update(url_form(utf8(body)))  # Latin-1, so that curl --data "q=Köln" would read "KÃ¶ln")
+    elif body:
         utf8(body)
         try:
             form = await request.form()
@@ -100,6 +103,15 @@ async def read_fields(request: Request, limit: int) -> tuple[dict[str, Any], boo
             raise ApiError(400, f"Invalid request: the form cannot be read ({error})") from None
         fields.update((name, value) for name, value in form.multi_items() if isinstance(value, str))
     return fields, False
+
+
+def url_form(text: str) -> list[tuple[str, str]]:
+    """The fields of an urlencoded form, its raw characters and its %-escapes read as UTF-8; ApiError 400 for an
+    escape that is not UTF-8."""
+    try:
+        return urllib.parse.parse_qsl(text, keep_blank_values=True, errors="strict")
+    except UnicodeDecodeError as error:
+        raise ApiError(400, f"Invalid request: a %-escape of the form is not UTF-8 ({error.reason})") from None
 
 
 def texts_of(fields: dict[str, Any]) -> str | list[str]:

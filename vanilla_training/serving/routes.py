@@ -2,6 +2,7 @@
 `request.app.state.service` (`service` below, a FastAPI dependency) and answers. A new group of routes is an
 `APIRouter` of its own module, included in `app.create_app`."""
 
+import asyncio
 from importlib.resources import files
 from typing import Annotated, Any
 
@@ -10,8 +11,17 @@ from fastapi.responses import HTMLResponse, JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from .access import check_metrics_token
-from .parsing import parse_detect, parse_translate, read_fields
-from .schema import ERRORS, DetectedLanguage, DetectRequest, Language, TranslateRequest, TranslateResponse, body_schema
+from .parsing import check_limits, parse_detect, parse_translate, read_fields
+from .schema import (
+    ERRORS,
+    DetectedLanguage,
+    DetectRequest,
+    Language,
+    TranslateRequest,
+    TranslateResponse,
+    body_schema,
+    errors,
+)
 from .service import Service
 
 
@@ -49,14 +59,16 @@ async def translate(request: Request, served: Served):
 @router.post(
     "/detect",
     response_model=list[DetectedLanguage],
-    responses=ERRORS,
+    responses=errors(400, 403, 413, 429),
     openapi_extra=body_schema(DetectRequest),
-    summary="Detect the language of a text (among all the detector knows, served or not)",
+    summary="Detect the language of a text (among all the detector knows, served or not), within --char-limit",
 )
 async def detect(request: Request, served: Served):
     fields, _ = await read_fields(request, served.settings.max_body_bytes)
     served.access.check_request(request, fields)
-    return JSONResponse(served.detector.detect(parse_detect(fields, served.settings)))
+    text = parse_detect(fields, served.settings)
+    check_limits([text], False, served.settings)  # --char-limit, before any work
+    return JSONResponse(await asyncio.to_thread(served.detector.detect, text))
 
 
 @router.get("/languages", response_model=list[Language], summary="The languages served and their targets")
@@ -72,7 +84,7 @@ async def health(served: Served):
     return {"status": "ok"}
 
 
-@router.get("/metrics", summary="Prometheus metrics", response_class=Response)
+@router.get("/metrics", summary="Prometheus metrics", response_class=Response, responses=errors(401))
 async def metrics(request: Request, served: Served):
     check_metrics_token(request.headers.get("authorization"), served.settings.metrics_auth_token)
     return Response(served.metrics.exposition(), media_type=CONTENT_TYPE_LATEST)

@@ -69,13 +69,19 @@ def body_schema(model: type[BaseModel]) -> dict:
     }
 
 
-ERRORS = {
-    status: {"model": ErrorResponse, "description": description}
-    for status, description in {
-        400: "Invalid request (a missing or invalid field, an unsupported language, a text over a limit)",
-        403: "Wrong API key",
-        413: "Request body over the size limit",
-        500: "Translation error",
-        503: "The translation queue is full: try again shortly",
-    }.items()
+def errors(*statuses: int) -> dict:
+    """The OpenAPI answers of an endpoint's errors, `statuses` among `ERROR_STATUSES`."""
+    return {status: {"model": ErrorResponse, "description": ERROR_STATUSES[status]} for status in statuses}
+
+
+ERROR_STATUSES = {
+    400: "Invalid request (a missing or invalid field, an unsupported language, a text over a limit, a key needed)",
+    401: "Missing or wrong `Authorization: Bearer` token (only where the server was given --metrics-auth-token)",
+    403: "Wrong API key, or the endpoint is disabled on this server",
+    404: "No such file: translated files are kept 30 minutes",
+    413: "Request body over the size limit",
+    429: "Too many requests from this client (--req-limit, or its key's limit): see Retry-After",
+    500: "Translation error",
+    503: "The server is busy (the translation queue or the file store is full): try again after Retry-After",
 }
+ERRORS = errors(400, 403, 413, 429, 500, 503)  # the endpoints that translate or detect

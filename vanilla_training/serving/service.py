@@ -1,7 +1,8 @@
 """What the routes share (`Service`, on `app.state.service`): the settings, the served pairs with their batchers,
-the detector and the metrics; and the one translation path of a checked request: each text's pair chosen (its
-language detected where the source is `auto`), its sentences laid out (`documents`, on a thread: never on the event
-loop), the sentences batched with other requests' (`batcher`), the translations put back."""
+the detector, the metrics, the file store and the suggestions; and the one translation path of a checked request:
+its source detected once where it is `auto`, each text's pair chosen and its sentences laid out (`documents`, on a
+thread: never on the event loop), the sentences batched with other requests' (`batcher`), the translations put
+back."""
 
 import asyncio
 import copy
@@ -23,9 +24,10 @@ from .metrics import Metrics
 from .paragraphs import SEGMENTER, Budget
 from .parsing import ApiError, TranslateCall
 from .settings import ServeSettings
+from .suggestions import Suggestions
 
 DISCONNECT_POLL_SECONDS = 0.05
-SURE = 50  # percent: an unserved language this likely is the answer of source `auto` (see `detect_source`)
+SURE = 50  # percent: a language not served into the target this likely is refused for source `auto` (`detect_source`)
 PIVOT = "en"  # the language to pivot through where several are shared
 
 
@@ -123,10 +125,14 @@ class Service:
         self.pairs.update(pivot_pairs(self.pairs))
         self.codes = sorted({code for pair in self.pairs for code in pair})
         self.detector = Detector(fallback=min({source for source, _ in self.pairs}))  # /detect: every language
-        self.served_detector = self.detector.among(self.codes)
+        self.source_detectors = {  # source `auto`: for each target, a detector among the languages served into it
+            target: self.detector.among(sorted(source for source, into in self.pairs if into == target))
+            for target in {target for _, target in self.pairs}
+        }
         self.metrics = Metrics()
         self.access = Access(settings)  # API keys and rate limits
-        self.files = FileStore()  # translated files for /download_file
+        self.files = FileStore(capacity=settings.file_store_bytes)  # translated files for /download_file
+        self.suggestions = Suggestions(settings.suggestions_db) if settings.suggestions else None
         self.executors: list[ThreadPoolExecutor] = []
         self.batchers: list[Batcher] = []
 
@@ -179,41 +185,30 @@ class Service:
             for code in self.codes
         ]
 
-    def detect_source(self, text: str) -> dict:
-        """The language of `text` for source `auto`: the most likely of all py3langid knows where it is served or
-        at least `SURE` percent likely (a language no model translates is then refused, not translated as another);
-        else the most likely of the served languages (a short text in a served language is often more like one
-        that is not: `das rote Haus` is 8% Lithuanian, 5% German)."""
-        detected = self.detector.detect(text)[0]
-        if detected["language"] in self.codes or detected["confidence"] >= SURE:
-            return detected
-        return self.served_detector.detect(text)[0]
-
-    def pair_for(self, text: str, source: str, target: str) -> tuple[Pair | None, dict | None]:
-        """The pair that translates `text` (None if it holds nothing to translate) and, for source `auto`, its
-        detected language; ApiError 400 where no model translates from that language into `target`."""
-        detected = None
-        if source == "auto":
-            detected = self.detect_source(text)
-            source = detected["language"]
-        if not translatable(text):
-            return None, detected
-        pair = self.pairs.get((source, target))
-        if pair is None:
-            raise ApiError(
-                400,
-                f"{language_name(target)} ({target}) is not available as a target language from "
-                f"{language_name(source)} ({source})",
-            )
-        return pair, detected
+    def detect_source(self, texts: list[str], target: str) -> dict:
+        """The language of a request's `texts` for source `auto`, detected once for them all (as LibreTranslate
+        detects a request or a file): the most likely of the languages served into `target`, unless py3langid,
+        over the 97 languages it knows, finds the texts at least `SURE` percent likely another language (which is
+        then refused, not translated as another). Short ordinary words are often more like another language
+        (`Hotel` is 84% German against English): on an en-de server they are read as English, German sentences
+        refused."""
+        text = "\n".join(text for text in texts if translatable(text))
+        overall = self.detector.detect(text)[0]
+        detector = self.source_detectors.get(target)
+        if detector is None or (overall["confidence"] >= SURE and overall["language"] not in detector.languages):
+            return overall
+        return detector.detect(text)[0]
 
     def lay_out(self, call: TranslateCall) -> list[Text]:
-        """Each text of `call` with its pair and sentences (pysbd given one `paragraphs.Budget` for them all); ApiError
-        400 for a text no model translates, or sentences over the sentence limit or the queue's size."""
+        """Each text of `call` with its pair and sentences (pysbd given one `paragraphs.Budget` for them all), and
+        the detected language of source `auto`; ApiError 400 where no model translates from that language into the
+        target, or for sentences over the sentence limit or the queue's size."""
+        detected = self.detect_source(call.texts, call.target) if call.source == "auto" else None
+        source = call.source if detected is None else detected["language"]
         budget = Budget()
         texts = []
         for text in call.texts:
-            pair, detected = self.pair_for(text, call.source, call.target)
+            pair = self.pair_for(text, source, call.target)
             parts = (
                 [(text, None, None)] if pair is None else layout(text, call.text_format, pair.source, pair.fits, budget)
             )
@@ -223,6 +218,20 @@ class Service:
             if count > limit:
                 raise ApiError(400, f"Invalid request: request ({count:,} sentences) exceeds {name} ({limit:,})")
         return texts
+
+    def pair_for(self, text: str, source: str, target: str) -> Pair | None:
+        """The pair that translates `text` from `source` into `target` (None if it holds nothing to translate);
+        ApiError 400 where no model does."""
+        if not translatable(text):
+            return None
+        pair = self.pairs.get((source, target))
+        if pair is None:
+            raise ApiError(
+                400,
+                f"{language_name(target)} ({target}) is not available as a target language from "
+                f"{language_name(source)} ({source})",
+            )
+        return pair
 
     async def translate(
         self, call: TranslateCall, disconnected: Callable[[], Awaitable[bool]]

@@ -133,10 +133,22 @@ class ServeSettings:
     under_attack: bool = option(
         "with --api-keys: every request to /translate, /detect, /translate_file needs a key", False
     )
-    suggestions: bool = option(
-        "accept POST /suggest (logged as JSON on the vanilla_training.suggestions logger)", False
+    suggestions: bool = option("accept POST /suggest, keeping each suggestion in --suggestions-db", False)
+    suggestions_db: Path = option(
+        "with --suggestions: the SQLite file that keeps them, in LibreTranslate's table suggestions (q, s, source, "
+        "target); made with its folder where missing",
+        Path("db/suggestions.db"),
+        type=Path,
+        metavar="FILE",
     )
     disable_files_translation: bool = option("refuse /translate_file and /download_file", False)
+    file_store_bytes: int = option(
+        "bytes of translated files kept for /download_file (each 30 minutes), all together: a file that would not "
+        "fit gets 503 with Retry-After, the seconds until the oldest expires",
+        1_000_000_000,
+        type=positive,
+        metavar="N",
+    )
     metrics_auth_token: str = option(
         "/metrics answers only requests carrying `Authorization: Bearer TOKEN` (401 otherwise)",
         "",
