@@ -9,9 +9,10 @@ checkpoints of one long run at step N are those a run of `--max-steps N` would h
 this script averages the last `--average-last` checkpoints up to it (as training does at the end of a run),
 translates the test set with the paper's decoding (beam 4, length penalty 0.6) and prints a markdown table: step,
 the training time up to it (read from the run's log, which the Trainer stamps with elapsed seconds), test BLEU with
-the sacreBLEU signature, and one example translation. With `--selection best` (the demo recipes' choice) it averages
-instead the checkpoints ending at the evaluation of best validation BLEU among those up to the step, as a run
-stopped there by its time budget would have done.
+the sacreBLEU signature (tokenized for the target as `vanilla-train` scores it, `evaluation.bleu_tokenizer`: Korean
+and Japanese by character, Chinese "zh", others 13a), and one example translation. With `--selection best` (the
+demo recipes' choice) it averages instead the checkpoints ending at the evaluation of best validation BLEU among
+those up to the step, as a run stopped there by its time budget would have done.
 """
 
 import argparse
@@ -87,7 +88,7 @@ def main(argv: list[str] | None = None) -> str:
         model = average_checkpoints(chosen)
         model.generation_config = paper_generation_config(model.config)
         predictions = translate(model, tokenizer, sources)
-        bleu = corpus_bleu(predictions, references)
+        bleu = corpus_bleu(predictions, references, target)  # the target's tokenizer, as vanilla-train scores it
         seconds = elapsed_seconds(args.run_dir, step)
         minutes = "-" if seconds is None else f"{seconds / 60:.1f}"
         averaged = f"{Path(chosen[0]).name.split('-')[1]}-{Path(chosen[-1]).name.split('-')[1]}"

@@ -91,29 +91,32 @@ def test_the_demo_and_the_hour_mix_in_a_second_source_version_where_there_is_one
 
 
 def test_a_run_on_a_built_in_reverse_pair(tmp_path: Path, script_db: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
-    """fr-en, built in advance into the data folder that the run reads (nothing is downloaded): the demo preset's
-    "mixed" versions (French has several free versions) for training, one version a side for the wording rows."""
+    """tl-en, built in advance into the data folder that the run reads (nothing is downloaded): the demo preset's
+    "mixed" versions (Tagalog has several free versions) for training, one version a side for the wording rows."""
     monkeypatch.setenv("VANILLA_DATA_DIR", str(tmp_path / "data"))
     for versions in ("one", "mixed"):
-        build_corpus("fr-en", tmp_path / "data", db_path=script_db, versions=versions)
-    options = {"pair": "fr-en", "max_steps": 6, "eval_steps": 3, "save_steps": 3, "average_last": 1}
+        build_corpus("tl-en", tmp_path / "data", db_path=script_db, versions=versions)
+    options = {"pair": "tl-en", "max_steps": 6, "eval_steps": 3, "save_steps": 3, "average_last": 1}
     train_cli.main(toy_run_args({}, tmp_path / "run", **options, bleu_sentences=0, warmup_steps=2))
     results = json.loads((tmp_path / "run" / "final" / "training_results.json").read_text())
-    assert results["languages"] == {"source": "fr", "target": "en"}
+    assert results["languages"] == {"source": "tl", "target": "en"}
     assert results["data"]["corpus"] == "built-in" and results["data"]["versions"] == "mixed"
     test = results["test"]
     assert test["multi_reference"]["references"] == ["4", "k", "3"]
     assert test["multi_reference"]["signature"].startswith("nrefs:3|")
-    assert list(test["sources"]) == ["l", "5"] and test["sources"]["l"]["bleu"] == test["bleu"]
+    assert list(test["sources"]) == ["f", "g"] and test["sources"]["f"]["bleu"] == test["bleu"]
     card = (tmp_path / "run" / "final" / "README.md").read_text()
-    assert "language:\n- fr\n- en\n" in card and "Bible fr-en (a second source version in part)" in card
-    assert "Louis Segond 1910 (public domain worldwide), Darby 1885" in card and "--pair fr-en --versions mixed" in card
-    assert "license: apache-2.0\n" in card and "Darby 1885, public domain worldwide; if it is the 1885 edition" in card
-    darby, multi = test["sources"]["5"], test["multi_reference"]
-    assert f"| Darby 1885 (5) | {darby['verses']:,} | {darby['bleu']:.2f} | {darby['chrf']:.2f} |" in card
+    assert "language:\n- tl\n- en\n" in card and "Bible tl-en (a second source version in part)" in card
+    assert "Ang Dating Biblia 1905 (public domain worldwide), Tagalog Unlocked Literal Bible 2018" in card
+    assert "--pair tl-en --versions mixed" in card and "license: cc-by-sa-4.0\n" in card  # the ULB's ShareAlike
+    ulb, multi = test["sources"]["g"], test["multi_reference"]
+    assert (
+        f"| Tagalog Unlocked Literal Bible 2018 (g) | {ulb['verses']:,} | {ulb['bleu']:.2f} | {ulb['chrf']:.2f} |"
+        in card
+    )
     assert "Against all 3 free versions of the target at once" in card and f"BLEU {multi['bleu']:.2f}" in card
     metrics = yaml.safe_load(card.split("---\n")[1])["model-index"][0]["results"][0]["metrics"]
     named = {metric["name"]: metric for metric in metrics}
-    assert named["test chrF, source worded as Darby 1885 (5)"]["value"] == darby["chrf"]
+    assert named["test chrF, source worded as Tagalog Unlocked Literal Bible 2018 (g)"]["value"] == ulb["chrf"]
     assert named["test BLEU, 3 references"]["args"]["signature"] == multi["signature"]
     assert len(metrics) == 2 + 2 * 2 + 2  # the headline, each source wording, all references

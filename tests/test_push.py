@@ -113,7 +113,9 @@ def test_training_writes_a_card_with_the_runs_real_values(final):
     assert text.startswith("---") and "> **Local card.**" in text and PLACEHOLDER_ID in text
     card = ModelCard(text)  # the Hub's own parser
     data = card.data
-    assert (data.library_name, data.pipeline_tag, data.license) == ("transformers", "translation", "apache-2.0")
+    assert (data.library_name, data.pipeline_tag, data.license) == ("transformers", "translation", "other")
+    licence = text.split("## Licence\n")[1]  # trained on files: the weights' licence is the data's, unknown here
+    assert "`license: other`: they are made from training data whose licence the run does not record" in licence
     assert data.language == ["en", "de"] and data.datasets is None and data.metrics == ["bleu", "chrf"]
     assert {"translation", "vanilla-transformer", "custom_code"} <= set(data.tags)
     result, chrf = data.eval_results
@@ -352,8 +354,8 @@ def test_push_to_the_hub_and_load_the_pipeline_from_the_repo_id(final, tmp_path)
     assert ("POST", "/api/repos/create", 200) in [(r["method"], r["path"], r["status"]) for r in push_log]
     assert private is True
     assert pushed.stdout.strip().splitlines() == [
-        "the model card declares license: apache-2.0 (the code's; the run does not record its data's licence: check "
-        "it before publishing)",
+        "the model card declares license: other (the run does not record its training data's licence: check it, and "
+        "set the one it allows)",
         f"{endpoint}/{REPO}/commit/{sha}",
     ]
 

@@ -179,6 +179,7 @@ def attribution(bb_name: str) -> str:
 
 
 CODE_LICENCE = "apache-2.0"  # the project's, the model code's (LICENSE)
+UNKNOWN_DATA_LICENCE = "other"  # the Hub's id for a licence it does not list: the weights of data of unknown licence
 
 
 def licence_values(results: dict[str, Any]) -> dict[str, str]:
@@ -190,6 +191,7 @@ def licence_values(results: dict[str, Any]) -> dict[str, str]:
     if len(hub_ids) > 1:
         raise ValueError(f"the training texts carry several open licences ({sorted(hub_ids)}): no one licence fits")
     lines = []
+    own_data = results.get("data", {}).get("corpus") != "built-in"
     if shared:
         terms = VERSIONS[shared[0]].licence.terms
         lines.append(
@@ -198,6 +200,12 @@ def licence_values(results: dict[str, Any]) -> dict[str, str]:
             + f" requires: they are adapted from it, and its licence asks for attribution and ShareAlike. Credit it "
             f"as above when you use them, and share what you make from them under {terms} too. The model code "
             "(`configuration_vanilla.py`, `modeling_vanilla.py`, `pipeline_vanilla.py`) is Apache-2.0."
+        )
+    elif own_data:
+        lines.append(
+            f"The weights declare `license: {UNKNOWN_DATA_LICENCE}`: they are made from training data whose licence "
+            "the run does not record, and which may bind them (a ShareAlike licence, such as CC BY-SA, would). The "
+            "model code (`configuration_vanilla.py`, `modeling_vanilla.py`, `pipeline_vanilla.py`) is Apache-2.0."
         )
     else:
         lines.append("The weights and the model code are Apache-2.0.")
@@ -217,12 +225,12 @@ def licence_values(results: dict[str, Any]) -> dict[str, str]:
             + " and ".join(attribution(bb) for bb in only_scored)
             + ": the card reports scores against it, and the weights were not trained on it."
         )
-    if results.get("data", {}).get("corpus") != "built-in":
+    if own_data:
         lines.append(
-            "The run does not record the licence of its training data: check it before publishing the weights (a "
-            "ShareAlike licence, such as CC BY-SA, binds them too)."
+            "The run does not record the licence of its training data: check it before publishing the weights, and "
+            "set the card's `license:` to the one the data allows."
         )
-    license_id = VERSIONS[shared[0]].licence.hub_id if shared else CODE_LICENCE
+    license_id = VERSIONS[shared[0]].licence.hub_id if shared else UNKNOWN_DATA_LICENCE if own_data else CODE_LICENCE
     return {"license": license_id, "licence_section": "\n\n".join(lines)}
 
 
@@ -235,7 +243,7 @@ def licence_declaration(results: dict[str, Any]) -> str:
     elif trained:
         why = "trained on public-domain text only: the weights' and the code's own"
     else:
-        why = "the code's; the run does not record its data's licence: check it before publishing"
+        why = "the run does not record its training data's licence: check it, and set the one it allows"
     return f"the model card declares license: {licence_values(results)['license']} ({why})"
 
 

@@ -181,11 +181,12 @@ VERSIONS: dict[str, Version] = {
             "Darby",
             "1885",
             Licence(
-                PUBLIC_DOMAIN,
-                WORLDWIDE,
-                source=_WIKIPEDIA + "Darby_Bible",
-                note="if it is the 1885 edition (J. N. Darby died in 1882); the edition is unsettled: the package "
-                "gives no year, and the text carries the markup of the 1991 revision, which is in copyright",
+                IN_COPYRIGHT,
+                licensor="Bibles et Publications Chrétiennes, publisher of the 1991 revision",
+                source="https://lueur.org/bible/versions/darby",
+                note="the 1885 edition is public domain (J. N. Darby died in 1882), but the package gives no year and "
+                "its text writes Éloah as '#Dieu', the markup of the 1991 revision with notes (the source above "
+                "presents that revision and its markup); no licence from the revision's publisher was found",
             ),
             ["crossrefs"],
             replace=[("#", "")],
@@ -337,12 +338,13 @@ VERSIONS: dict[str, Version] = {
             "Vietnamese Bible",
             "1934",
             Licence(
-                PUBLIC_DOMAIN,
-                "worldwide, as its distributors label it (eBible.org, CrossWire)",
-                source=_EBIBLE + "vie1934",
-                note="not established here, and not by age: the complete Bible was "
-                "published in 1934 by the British and Foreign Bible Society and revised by one of its translators in "
-                "1954",
+                IN_COPYRIGHT,
+                licensor="British and Foreign Bible Society, its first publisher (1934); the Bible Society in Vietnam",
+                source=_WIKIPEDIA + "Bible_translations_into_Vietnamese",
+                note="translated principally by Grace Hazenberg Cadman and John Drange Olsen and revised by one of "
+                "its translators in 1954: not shown to be public domain by age anywhere; eBible.org "
+                f"({_EBIBLE}vie1934) and CrossWire label it public domain without a statement of its rights holder, "
+                "and a distributor's label is no licence",
             ),
             ["markers"],
         ),
@@ -776,6 +778,20 @@ def list_pairs() -> str:
                 lines.append(f"       {v.licence.source}")
     codes = free_languages()
     lines.append(f"\nAny two of {', '.join(codes)} make a pair, in either direction ({len(usable_pairs())} pairs).")
+    return "\n".join(lines)
+
+
+def free_version_table() -> str:
+    """Every language with a free version, and those versions with their terms, as the markdown table of
+    docs/corpus.md."""
+    lines = [
+        "| code | language | free versions (bbName, terms; the first is the one `--versions one` uses) |",
+        "|---|---|---|",
+    ]
+    for language in free_languages():
+        versions = [VERSIONS[bb] for bb in free_versions(language)]
+        named = ", ".join(f"{v.name} {v.year} (`{v.bb_name}`, {v.licence.terms} {v.licence.where})" for v in versions)
+        lines.append(f"| {language} | {LANGUAGE_NAMES[language]} | {named} |")
     return "\n".join(lines)
 
 

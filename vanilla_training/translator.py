@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import torch
 from huggingface_hub import snapshot_download
+from huggingface_hub.errors import HfHubHTTPError
 from tqdm.auto import tqdm
 from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 from transformers.utils import cached_file
@@ -39,14 +40,20 @@ def model_folder(model: str | Path) -> str:
 
 def local_folder(model: str | Path) -> Path:
     """The folder on this machine that holds `model` (a run folder's `final/`, a model folder, or a Hub id: the
-    snapshot of its revision in the Hub cache, downloaded where missing); FileNotFoundError for a local path that
-    does not exist."""
+    snapshot of its revision in the Hub cache, downloaded where missing); FileNotFoundError saying why for a local
+    path that does not exist or a Hub id that cannot be downloaded."""
     folder = Path(model_folder(model))
     if folder.is_dir():
         return folder
     if folder.is_absolute() or str(model).startswith("."):
         raise FileNotFoundError(f"model folder {str(model)!r} does not exist")
-    return Path(snapshot_download(str(model)))
+    try:
+        return Path(snapshot_download(str(model)))
+    except (FileNotFoundError, HfHubHTTPError) as error:  # offline, unreachable, no such repository
+        reason = str(error).strip().splitlines()[0]
+        raise FileNotFoundError(
+            f"{str(model)!r} is no local folder, and the Hub cannot give it (offline, or no such model?): {reason}"
+        ) from None
 
 
 def model_languages(model: str | Path) -> list[str] | None:
