@@ -456,3 +456,13 @@ def test_a_pushed_repository_serves_its_handler_with_its_own_code_and_published_
     out = json.loads(served.stdout.strip().splitlines()[-1])
     assert out["answer"] == [{"translation_text": expected}]
     assert out["files"] and all(path.startswith(str(repository / ENDPOINT_CODE)) for path in out["files"])
+
+
+def test_a_run_on_a_text_no_longer_held_free_is_refused_a_card_by_name():
+    """A multilingual run trained on Vietnamese before its 1934 text was found to be in copyright: its card would
+    state a licence for a text the corpus holds none for, so it is refused, naming the language."""
+    from vanilla_training.card import trained_versions
+
+    results = {"data": {"corpus": "built-in"}, "multilingual": {"languages": ["en", "vi"]}}
+    with pytest.raises(ValueError, match=r"Vietnamese \(vi\), whose text the built-in corpus no longer holds free"):
+        trained_versions(results)

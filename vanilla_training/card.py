@@ -61,6 +61,18 @@ def run_languages(results: dict[str, Any]) -> list[str]:
     return [required_value(results, f"languages.{side}", "training_results.json") for side in ("source", "target")]
 
 
+def first_free_version(language: str) -> str:
+    """The bbName of `language`'s first free version; ValueError where the corpus holds none free (a run trained
+    before its text was found to be in copyright: no licence can be stated for it)."""
+    versions = free_versions(language)
+    if not versions:
+        raise ValueError(
+            f"the run trained on {language_name(language)} ({language}), whose text the built-in corpus no longer "
+            "holds free (`vanilla-corpus --list-pairs` says why): no licence can be stated for its model"
+        )
+    return versions[0]
+
+
 def trained_versions(results: dict[str, Any]) -> list[str]:
     """The bbNames of the built-in corpus's versions a run trained on (its `--versions`; a multilingual run's: the
     first free version of each language); none for other data."""
@@ -68,7 +80,7 @@ def trained_versions(results: dict[str, Any]) -> list[str]:
     if data.get("corpus") != "built-in":
         return []
     if "multilingual" in results:
-        return [free_versions(code)[0] for code in run_languages(results)]
+        return [first_free_version(code) for code in run_languages(results)]
     source, target = results["languages"]["source"], results["languages"]["target"]
     versions = data.get("versions", "one")
     used = {source: {"one": 1, "mixed": 2, "all": None}[versions], target: None if versions == "all" else 1}
@@ -84,7 +96,7 @@ def scored_versions(results: dict[str, Any]) -> list[str]:
         return trained_versions(results)
     test = results.get("test", {})
     source, target = results["languages"]["source"], results["languages"]["target"]
-    scored = [free_versions(source)[0], free_versions(target)[0], *test.get("sources", {})]
+    scored = [first_free_version(source), first_free_version(target), *test.get("sources", {})]
     return list(dict.fromkeys(scored + test.get("multi_reference", {}).get("references", [])))
 
 
@@ -355,7 +367,7 @@ def multilingual_data_description(results: dict[str, Any]) -> tuple[None, str, s
         return None, data["files"]["train"], data["files"]["train"], paragraph
     if data.get("corpus") != "built-in":
         raise ValueError(f"unknown data.corpus {data.get('corpus')!r} of a multilingual run in training_results.json")
-    described = "; ".join(f"{language_name(code)}: {built_in_version(free_versions(code)[0])}" for code in languages)
+    described = "; ".join(f"{language_name(code)}: {built_in_version(first_free_version(code))}" for code in languages)
     per_verse = data.get("directions_per_verse")
     sampling = (
         "every direction of every train verse"
