@@ -34,8 +34,8 @@ from hub_server import FakeHub
 sentencepiece = pytest.importorskip("sentencepiece")
 pytest.importorskip("ctranslate2")
 pytest.importorskip("spacy")
-from modeling_vanilla.export_argos import export_argos, main, sentencepiece_of  # noqa: E402
-from modeling_vanilla.sentencepiece_bpe import differences, sentencepiece_model  # noqa: E402
+from vanilla_training.export.argos import export_argos, main, sentencepiece_of  # noqa: E402
+from vanilla_training.export.sentencepiece_bpe import differences, sentencepiece_model  # noqa: E402
 
 pytestmark = pytest.mark.slow  # a toy training run (about 20 s) and argos in a process of its own
 SKIP_CORPUS = "VANILLA_SKIP_CORPUS_TESTS"  # as in test_corpus: "1" leaves the real corpus out
@@ -212,7 +212,7 @@ def test_a_model_on_the_hub_is_packaged(run: Path, tmp_path: Path) -> None:
         env = {**hub.env(tmp_path / "home"), "OMP_NUM_THREADS": "1"}
         commands = [
             ["vanilla_training.cli.push", "--model-dir", str(run / "final"), "--repo-id", "someone/en-de"],
-            ["modeling_vanilla.export_argos", "someone/en-de", str(tmp_path / "hub.argosmodel")],
+            ["vanilla_training.export.argos", "someone/en-de", str(tmp_path / "hub.argosmodel")],
         ]
         for command in commands:
             done = subprocess.run([sys.executable, "-m", *command], capture_output=True, text=True, env=env, cwd=root)

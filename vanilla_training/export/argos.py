@@ -32,11 +32,11 @@ from pathlib import Path
 from huggingface_hub import snapshot_download
 from transformers import AutoTokenizer
 
-from vanilla_training.card import LOCAL_NOTE, language_name, render_card
-from vanilla_training.corpus import build_corpus
-from vanilla_training.translator import RESULTS, model_folder, recorded_languages
+from modeling_vanilla.export_ctranslate2 import QUANTIZATIONS, VanillaConverter
 
-from .export_ctranslate2 import QUANTIZATIONS, VanillaConverter
+from ..card import LOCAL_NOTE, language_name, render_card
+from ..corpus import build_corpus
+from ..translator import RESULTS, model_folder, recorded_languages
 
 PACKAGE_VERSION = "1.0"
 ARGOS_VERSION = "1.9"  # the package layout of argos-translate 1.9 on (LibreTranslate's argos-translate-lt 1.12)
