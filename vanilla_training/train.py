@@ -33,17 +33,18 @@ from transformers.trainer_utils import get_last_checkpoint
 
 from modeling_vanilla import VanillaConfig, VanillaForConditionalGeneration, paper_generation_config
 
-from . import checkpoints, multilingual, preprocess, recipe
+from . import checkpoints, preprocess, recipe
 from .average_checkpoints import average_checkpoints
 from .batching import TokenBudgetBatchSampler
 from .card import environment, render_card
-from .evaluation import corpus_bleu, corpus_chrf
+from .corpus import multilingual
+from .evaluation import corpus_bleu, corpus_chrf, score_directions
 from .plot import plot_training
 from .precision import precision_reason, training_attention
 from .preprocess import DataSource
 from .tokenizer import train_joint_bpe
 from .trainer import PatienceCallback, TimeBudgetProgress, TrainingTimeBudget, TranslationTrainer
-from .translator import translate
+from .translator import translate, translate_rows
 from .wordings import print_wording_scores, rounded_wording_scores, wording_scores
 
 ModelFactory = Callable[[VanillaConfig], PreTrainedModel]
@@ -246,8 +247,8 @@ class MultilingualTrainer(TranslationTrainer):
         if self.bleu_rows["source"] and description == "Evaluation":
             model = self.accelerator.unwrap_model(self.model)
             options = self.bleu_generate_kwargs
-            predictions = multilingual.translate_rows(model, self.processing_class, self.bleu_rows, **options)
-            scores = multilingual.score_directions(self.bleu_rows, predictions).values()
+            predictions = translate_rows(model, self.processing_class, self.bleu_rows, **options)
+            scores = score_directions(self.bleu_rows, predictions).values()
             prefix = kwargs.get("metric_key_prefix", "eval")
             output.metrics[f"{prefix}_bleu"] = sum(score["bleu"] for score in scores) / len(scores)
             signatures = " / ".join(dict.fromkeys(score["signature"] for score in scores))
@@ -408,8 +409,8 @@ def evaluate_directions(
             keep += [i] if seen[direction] <= job.test_limit else []
         rows = {column: [values[i] for i in keep] for column, values in rows.items()}
     options = {} if job.test_beams is None else {"num_beams": job.test_beams}
-    predictions = multilingual.translate_rows(model, tokenizer, rows, **options)
-    scores = multilingual.score_directions(rows, predictions)
+    predictions = translate_rows(model, tokenizer, rows, **options)
+    scores = score_directions(rows, predictions)
     beams = options.get("num_beams", model.generation_config.num_beams)
     bleu, chrf = (round(sum(score[name] for score in scores.values()) / len(scores), 2) for name in ("bleu", "chrf"))
     print(f"test BLEU {bleu:.2f}, chrF {chrf:.2f}: the means over {len(scores)} directions (beam {beams})")

@@ -222,3 +222,18 @@ def translate(
             translations[i] = text
     model.train(was_training)
     return translations
+
+
+def translate_rows(
+    model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, rows: dict[str, list], **options
+) -> list[str]:
+    """The translation of each row's `source` into its `target_lang`, in the rows' order: `translate`
+    (whose keyword `options` these are) once per target language, with its token as `forced_bos_token_id`."""
+    translations = [""] * len(rows["source"])
+    for language in dict.fromkeys(rows["target_lang"]):
+        indices = [i for i, target in enumerate(rows["target_lang"]) if target == language]
+        sources = [rows["source"][i] for i in indices]
+        texts = translate(model, tokenizer, sources, forced_bos_token_id=tokenizer.get_lang_id(language), **options)
+        for i, text in zip(indices, texts, strict=True):
+            translations[i] = text
+    return translations

@@ -23,8 +23,8 @@ from accelerate import PartialState
 
 from modeling_vanilla import PRESETS, VanillaForConditionalGeneration
 
-from .. import allocator, multilingual, recipe
-from ..corpus import VERSION_CHOICES, check_versions, parse_pair
+from .. import allocator, recipe
+from ..corpus import VERSION_CHOICES, check_versions, multilingual, parse_pair
 from ..precision import PRECISIONS, mixed_precision_problem, resolve_precision
 from ..preprocess import DataSource
 from ..train import ModelFactory, TrainingJob, train
