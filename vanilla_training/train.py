@@ -489,7 +489,7 @@ def run_results(
             "best_metric": trainer.state.best_metric if run.selection == "best" else None,
         },
         **{f"{name}_seconds": round(value) for name, value in seconds.items()},
-        **languages,  # a multilingual run: its config.languages as well (`translator.recorded_languages` reads pairs)
+        **languages,  # a multilingual run: its config.languages as well (`translator.trained_languages` reads both)
         "data": {
             **job.data.origin(),
             **{f"{split}_pairs": size for split, size in sizes.items()},

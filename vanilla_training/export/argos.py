@@ -36,7 +36,7 @@ from modeling_vanilla.export_ctranslate2 import QUANTIZATIONS, VanillaConverter
 
 from ..card import LOCAL_NOTE, language_name, render_card
 from ..corpus import build_corpus
-from ..translator import RESULTS, model_folder, recorded_languages
+from ..translator import RESULTS, model_folder, trained_languages
 
 PACKAGE_VERSION = "1.0"
 ARGOS_VERSION = "1.9"  # the package layout of argos-translate 1.9 on (LibreTranslate's argos-translate-lt 1.12)
@@ -149,13 +149,13 @@ def export_argos(model: str | Path, destination: str | Path, quantization: str =
     if destination.exists():
         raise FileExistsError(f"{destination} exists; remove it or choose another name")
     folder = local_folder(model)
-    multilingual = json.loads((folder / "config.json").read_text(encoding="utf-8")).get("languages")
-    if multilingual:
+    trained = trained_languages(folder)
+    if trained.languages:
         raise ValueError(
-            f"{model} is a multilingual model ({', '.join(multilingual)}): packages of one direction each, with the "
-            "target-language token as argos's target_prefix, are not written yet"
+            f"{model} is a multilingual model ({', '.join(trained.languages)}): packages of one direction each, with "
+            "the target-language token as argos's target_prefix, are not written yet"
         )
-    languages = recorded_languages(folder)
+    languages = trained.direction
     if languages is None:
         raise ValueError(
             f"{model} records no languages (no {RESULTS}): only a model trained by vanilla-train is packaged, "
