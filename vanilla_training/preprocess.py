@@ -168,7 +168,7 @@ def cache_dir(split: datasets.Dataset) -> Path:
     return Path(split.cache_files[0]["filename"]).parent
 
 
-def encode(tokenizer: PreTrainedTokenizerBase, rows: dict[str, list]) -> dict[str, list[list[int]]]:
+def encode_directions(tokenizer: PreTrainedTokenizerBase, rows: dict[str, list]) -> dict[str, list[list[int]]]:
     """`input_ids` and `labels` of a batch of rows of any directions (columns `source`, `target`, `target_lang`):
     what `tokenizer(source, text_target=target)` gives with `tokenizer.tgt_lang` set to each row's target language
     (`source </s>` and `__tgt__ target </s>`), in one pass over the batch."""
@@ -193,12 +193,12 @@ def tokenize(
     """`input_ids`, `labels` and `length` (the longer side) of every pair, in the split's order, computed by
     `num_proc` processes; pairs with an empty side or longer than `max_length` tokens are left out, and counted
     aloud. The result is cached under a key of the split, the tokenizer and the languages. A split of many directions
-    (`multilingual.COLUMNS`) is encoded by `encode`, each target after its language's token."""
+    (`multilingual.COLUMNS`) is encoded by `encode_directions`, each target after its language's token."""
     many_directions = "target_lang" in split.column_names
 
     def encode(batch: dict[str, list]) -> dict[str, list]:
         if many_directions:
-            sources, targets, encoded = batch["source"], batch["target"], encode(tokenizer, batch)
+            sources, targets, encoded = batch["source"], batch["target"], encode_directions(tokenizer, batch)
         else:
             sources, targets = sides(batch, source, target)
             encoded = tokenizer(sources, text_target=targets)
