@@ -50,7 +50,7 @@ from pathlib import Path
 import numpy as np
 from serve_speed import SYSTEMS, connect, cpu_seconds, post, read_sentences
 
-from modeling_vanilla.export_argos import export_argos
+from vanilla_training.export.argos import export_argos
 
 LIBRETRANSLATE = {  # the settings of each LibreTranslate system (argos-translate reads them from the environment)
     "lt-default": {},

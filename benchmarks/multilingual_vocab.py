@@ -1,7 +1,7 @@
 """The joint vocabulary of a multilingual model: tokens per verse by language at several vocabulary sizes.
 
 One tokenizer (the shipped design: byte-fallback BPE with every character of training, plus a language token per
-language) is trained on the train verses of every language of the multilingual build (`vanilla_training.multilingual`:
+language) is trained on the train verses of every language of the multilingual build (`corpus.multilingual`:
 the first free version of each language) and run on its test verses. Beside it, for reference, the tokenizer of a
 model of one direction: a joint BPE of `--pair-vocab-size` on English and the language alone (English's own column
 is that of en-de). Prints a Markdown table: mean tokens per test verse by language and vocabulary size, the
@@ -15,7 +15,7 @@ import argparse
 import statistics
 import time
 
-from vanilla_training import multilingual
+from vanilla_training.corpus import multilingual
 from vanilla_training.tokenizer import BYTE_TOKENS, train_joint_bpe
 
 

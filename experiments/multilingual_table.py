@@ -4,7 +4,7 @@ per-pair model was scored on (BLEU with the target's sacreBLEU tokenizer, and ch
 
     python experiments/multilingual_table.py runs/multilingual --json experiments/results/multilingual-table.json
 
-The multilingual split holds out the same books as every pair's split (`corpus.py`'s rule), so no verse of these
+The multilingual split holds out the same books as every pair's split (`corpus/pairs.py`'s rule), so no verse of these
 test splits, in any language, was trained on. The per-pair figures are read from their recorded results (the rows of
 docs/corpus.md's table); the multilingual model decodes each direction with its own generation config. Prints a
 Markdown table, the directions where the one model wins, and the means.

@@ -24,6 +24,7 @@ from vanilla_training.corpus import (
     fetch_bible_db,
     load_corpus,
     normalise,
+    pairs,
 )
 
 GENESIS, ESTHER, DANIEL, PSALMS, JOHN, ACTS = 1, 17, 27, 19, 43, 44
@@ -347,7 +348,7 @@ def test_the_docs_carry_the_free_version_table_of_the_code() -> None:
 
 def test_the_data_notice_carries_the_licence_table_of_the_code() -> None:
     """DATA_NOTICE.md's table is `licence_table()` of the records, character for character."""
-    notice = (Path(corpus.__file__).parent / "DATA_NOTICE.md").read_text(encoding="utf-8")
+    notice = (Path(corpus.__file__).parents[1] / "DATA_NOTICE.md").read_text(encoding="utf-8")
     start, end = "<!-- licence table: corpus.licence_table() -->\n", "\n<!-- end of licence table -->"
     table = notice[notice.index(start) + len(start) : notice.index(end)]
     assert table == corpus.licence_table(), "DATA_NOTICE.md's table differs from corpus.licence_table(): paste it"
@@ -529,7 +530,7 @@ def test_pairs_of_every_script(tmp_path: Path, script_db: Path, pair: str, lost:
         split: [
             {source: script_texts(key)[first[source]], target: script_texts(key)[first[target]]}
             for key in SCRIPT_VERSES
-            if corpus._split_of(key[0]) == split
+            if corpus.split_of(key[0]) == split
         ]
         for split in corpus.SPLITS
     }
@@ -587,7 +588,7 @@ def test_versions_mixed_adds_the_second_source_wording_of_some_verses(
     """Train is the one-version train plus one train verse in MIXED_EVERY (counted in verse order) worded as the
     second free English version (the KJV), with the first French, de-duplicated; held-out splits are those of one
     version."""
-    monkeypatch.setattr(corpus, "MIXED_EVERY", 3)  # of Genesis 1:1-4: 1:1 and 1:4 (whose KJV is the WEB)
+    monkeypatch.setattr(pairs, "MIXED_EVERY", 3)  # of Genesis 1:1-4: 1:1 and 1:4 (whose KJV is the WEB)
     one = {split: read_split(path) for split, path in build_corpus("en-fr", tmp_path, db_path=script_db).items()}
     files = build_corpus("en-fr", tmp_path, db_path=script_db, versions="mixed")
     assert files["train"].parent == tmp_path / "en-fr-mixed"

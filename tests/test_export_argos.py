@@ -42,8 +42,8 @@ if os.environ.get("VANILLA_SKIP_ARGOS_TESTS") == "1":
     pytest.skip("VANILLA_SKIP_ARGOS_TESTS=1: the argos extra is left out", allow_module_level=True)
 import sentencepiece  # noqa: E402  (the argos extra: its absence fails the module)
 
-from modeling_vanilla.export_argos import export_argos, main, sentencepiece_of  # noqa: E402
-from modeling_vanilla.sentencepiece_bpe import RAW_TEXTS, differences, sentencepiece_model  # noqa: E402
+from vanilla_training.export.argos import export_argos, main, sentencepiece_of  # noqa: E402
+from vanilla_training.export.sentencepiece_bpe import RAW_TEXTS, differences, sentencepiece_model  # noqa: E402
 
 pytestmark = pytest.mark.slow  # a toy training run (about 20 s) and argos in a process of its own
 SKIP_CORPUS = "VANILLA_SKIP_CORPUS_TESTS"  # as in test_corpus: "1" leaves the real corpus out
@@ -280,7 +280,7 @@ def test_a_model_on_the_hub_is_packaged(run: Path, tmp_path: Path) -> None:
         env = {**hub.env(tmp_path / "home"), "OMP_NUM_THREADS": "1"}
         commands = [
             ["vanilla_training.cli.push", "--model-dir", str(run / "final"), "--repo-id", "someone/en-de"],
-            ["modeling_vanilla.export_argos", "someone/en-de", str(tmp_path / "hub.argosmodel")],
+            ["vanilla_training.export.argos", "someone/en-de", str(tmp_path / "hub.argosmodel")],
         ]
         for command in commands:
             done = subprocess.run([sys.executable, "-m", *command], capture_output=True, text=True, env=env, cwd=root)
@@ -309,7 +309,7 @@ def test_a_hub_id_that_cannot_be_downloaded_is_named(tmp_path: Path) -> None:
     with FakeHub(tmp_path / "hub") as hub:
         online = {**hub.env(tmp_path / "home"), "OMP_NUM_THREADS": "1"}
         for env in (online, {**online, "HF_HUB_OFFLINE": "1"}):
-            command = ["-m", "modeling_vanilla.export_argos", "someone/absent", str(tmp_path / "absent.argosmodel")]
+            command = ["-m", "vanilla_training.export.argos", "someone/absent", str(tmp_path / "absent.argosmodel")]
             done = subprocess.run([sys.executable, *command], capture_output=True, text=True, env=env, cwd=root)
             assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr[-3000:]
             assert "'someone/absent' is no local folder, and the Hub cannot give it" in done.stderr

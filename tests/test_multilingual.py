@@ -17,10 +17,11 @@ import torch
 from transformers import AutoConfig, AutoTokenizer, pipeline
 
 from modeling_vanilla import VanillaConfig, VanillaForConditionalGeneration, VanillaTokenizer, paper_generation_config
-from vanilla_training import multilingual
 from vanilla_training.cli import translate as translate_command
+from vanilla_training.corpus import multilingual
+from vanilla_training.preprocess import encode_directions
 from vanilla_training.tokenizer import train_joint_bpe
-from vanilla_training.translator import LanguageMismatchError, load_translator
+from vanilla_training.translator import LanguageMismatchError, load_translator, translate_rows
 
 pytestmark = pytest.mark.decoding
 
@@ -77,8 +78,8 @@ MARGIN = 2.0
 
 
 def train(model: VanillaForConditionalGeneration, tokenizer: VanillaTokenizer, rounds: int = 8) -> None:
-    """Adam steps of 48 rows of mixed directions, encoded by `multilingual.encode` (one thread: a tiny model), 200 at a
-    time until every direction's answer is decided by `MARGIN` (at most `rounds` times 200 steps)."""
+    """Adam steps of 48 rows of mixed directions, encoded by `preprocess.encode_directions` (one thread: a tiny
+    model), 200 at a time until every direction's answer is decided by `MARGIN` (at most `rounds` times 200 steps)."""
     rng = random.Random(0)
     rows = toy_rows(rng, 400)
     optimizer = torch.optim.Adam(model.parameters(), lr=3e-3)
@@ -89,7 +90,7 @@ def train(model: VanillaForConditionalGeneration, tokenizer: VanillaTokenizer, r
             model.train()
             for _ in range(200):
                 batch = rng.sample(rows, 48)
-                encoded = multilingual.encode(tokenizer, {key: [row[key] for row in batch] for key in batch[0]})
+                encoded = encode_directions(tokenizer, {key: [row[key] for row in batch] for key in batch[0]})
                 sources = tokenizer.pad({"input_ids": encoded["input_ids"]}, return_tensors="pt")
                 labels = tokenizer.pad({"input_ids": encoded["labels"]}, return_tensors="pt")["input_ids"]
                 labels = labels.masked_fill(labels == tokenizer.pad_token_id, -100)
@@ -108,7 +109,7 @@ def smallest_margin(model: VanillaForConditionalGeneration, tokenizer: VanillaTo
     dictionary's next token's log-probability minus the best other token's, the decoder fed the dictionary's answer."""
     smallest = float("inf")
     for source, target in DIRECTIONS:
-        batch = multilingual.encode(
+        batch = encode_directions(
             tokenizer,
             {
                 "source": [say(s, source) for s in SENTENCES],
@@ -268,7 +269,7 @@ def test_a_translator_chooses_the_target_per_call(folder: Path) -> None:
 
 
 def test_rows_of_every_direction_translate_in_their_order(folder: Path) -> None:
-    """`multilingual.translate_rows`, as training and evaluation score rows of many directions at once."""
+    """`translator.translate_rows`, as training and evaluation score rows of many directions at once."""
     translator = load_translator(folder)
     rows = [(concepts, source, target) for concepts in SENTENCES for source, target in DIRECTIONS]
     random.Random(3).shuffle(rows)
@@ -276,16 +277,16 @@ def test_rows_of_every_direction_translate_in_their_order(folder: Path) -> None:
         "source": [say(concepts, source) for concepts, source, _ in rows],
         "target_lang": [target for _, _, target in rows],
     }
-    translations = multilingual.translate_rows(translator.model, translator.tokenizer, columns, progress=False)
+    translations = translate_rows(translator.model, translator.tokenizer, columns, progress=False)
     assert translations == [say(concepts, target) for concepts, _, target in rows]
 
 
 def test_targets_encode_with_their_language_token_first(folder: Path) -> None:
-    """`multilingual.encode` of rows of mixed directions equals the tokenizer's own target mode, row by row; a source
-    has no language token; an unseen character still round-trips (byte fallback kept)."""
+    """`preprocess.encode_directions` of rows of mixed directions equals the tokenizer's own target mode, row by
+    row; a source has no language token; an unseen character still round-trips (byte fallback kept)."""
     tokenizer = AutoTokenizer.from_pretrained(folder)
     rows = toy_rows(random.Random(2), 2)
-    encoded = multilingual.encode(tokenizer, {key: [row[key] for row in rows] for key in rows[0]})
+    encoded = encode_directions(tokenizer, {key: [row[key] for row in rows] for key in rows[0]})
     for row, input_ids, labels in zip(rows, encoded["input_ids"], encoded["labels"], strict=True):
         tokenizer.tgt_lang = row["target_lang"]
         expected = tokenizer(row["source"], text_target=row["target"])

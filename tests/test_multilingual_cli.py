@@ -17,11 +17,10 @@ import pytest
 import yaml
 from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
-from vanilla_training import multilingual
 from vanilla_training.attention_heatmaps import attention_maps
 from vanilla_training.card import licence_values, render_card
 from vanilla_training.cli.train import parse_args
-from vanilla_training.corpus import VERSIONS, free_versions
+from vanilla_training.corpus import VERSIONS, free_versions, multilingual
 from vanilla_training.translator import translate
 
 from hub_server import FakeHub

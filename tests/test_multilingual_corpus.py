@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from vanilla_training import corpus, multilingual
-from vanilla_training.corpus import TEST_BOOKS, VALIDATION_BOOKS, normalise
+from vanilla_training import corpus
+from vanilla_training.corpus import TEST_BOOKS, VALIDATION_BOOKS, multilingual, normalise
 
 GENESIS, ESTHER, JOHN, ACTS = 1, 17, 43, 44
 LANGUAGES = ["en", "de", "fr"]
@@ -105,7 +105,7 @@ def test_directions_are_sampled_per_verse(verses: dict[str, list[dict]], tmp_pat
 
 def test_languages_come_from_the_corpus_at_run_time(monkeypatch: pytest.MonkeyPatch) -> None:
     assert multilingual.parse_languages("all") == corpus.free_languages()
-    monkeypatch.setattr(corpus, "free_languages", lambda: ["en", "de", "fr"])
+    monkeypatch.setattr(multilingual, "free_languages", lambda: ["en", "de", "fr"])
     assert multilingual.parse_languages("all") == ["en", "de", "fr"]
     assert multilingual.parse_languages("fr, en") == ["fr", "en"]
     for spec, message in [

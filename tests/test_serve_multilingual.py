@@ -10,7 +10,7 @@ from test_multilingual import LANGUAGES, SENTENCES, save_toy_model, say
 from test_serve import InProcessServer, post_json, request
 
 from modeling_vanilla import VanillaForConditionalGeneration
-from vanilla_training import multilingual
+from vanilla_training.corpus import multilingual
 from vanilla_training.serving.backends import CTranslate2Backend, TorchBackend
 from vanilla_training.serving.settings import ServeSettings
 from vanilla_training.translator import Translator, load_translator

@@ -7,6 +7,8 @@ from pathlib import Path
 import evaluate
 import sacrebleu
 
+from .corpus import Direction
+
 METRIC_PATH = Path(__file__).resolve().parent / "sacrebleu_metric"
 
 
@@ -58,3 +60,23 @@ def corpus_chrf(predictions: list[str], references: list[str] | list[list[str | 
     chrf = sacrebleu.metrics.CHRF()
     score = chrf.corpus_score(predictions, _reference_streams(references))
     return {"score": score.score, "signature": str(chrf.get_signature())}
+
+
+def score_directions(rows: dict[str, list], predictions: list[str]) -> dict[str, dict]:
+    """BLEU (with the target's tokenizer, `evaluation.bleu_tokenizer`) and chrF of `predictions` of `rows`, by
+    direction ("de-fr"), in the order of the directions' first rows."""
+    by_direction: dict[Direction, list[int]] = {}
+    for i, (source, target) in enumerate(zip(rows["source_lang"], rows["target_lang"], strict=True)):
+        by_direction.setdefault(Direction(source, target), []).append(i)
+    scores = {}
+    for direction, indices in by_direction.items():
+        predicted, references = [predictions[i] for i in indices], [rows["target"][i] for i in indices]
+        bleu, chrf = corpus_bleu(predicted, references, direction.target), corpus_chrf(predicted, references)
+        scores[str(direction)] = {
+            "bleu": round(bleu["score"], 2),
+            "signature": bleu["signature"],
+            "chrf": round(chrf["score"], 2),
+            "chrf_signature": chrf["signature"],
+            "sentences": len(indices),
+        }
+    return scores

@@ -21,8 +21,7 @@ import pyarrow.compute as pc
 from datasets.fingerprint import Hasher
 from transformers import AutoTokenizer, PreTrainedTokenizerBase
 
-from . import multilingual
-from .corpus import load_corpus
+from .corpus import load_corpus, multilingual
 from .tokenizer import train_joint_bpe
 
 # The column of each tokenized pair that token-budget batching reads: the longer side, in tokens.
@@ -169,6 +168,19 @@ def cache_dir(split: datasets.Dataset) -> Path:
     return Path(split.cache_files[0]["filename"]).parent
 
 
+def encode_directions(tokenizer: PreTrainedTokenizerBase, rows: dict[str, list]) -> dict[str, list[list[int]]]:
+    """`input_ids` and `labels` of a batch of rows of any directions (columns `source`, `target`, `target_lang`):
+    what `tokenizer(source, text_target=target)` gives with `tokenizer.tgt_lang` set to each row's target language
+    (`source </s>` and `__tgt__ target </s>`), in one pass over the batch."""
+    sources = tokenizer(rows["source"])["input_ids"]
+    targets = tokenizer(rows["target"], add_special_tokens=False)["input_ids"]
+    labels = [
+        [tokenizer.get_lang_id(language), *ids, tokenizer.eos_token_id]
+        for language, ids in zip(rows["target_lang"], targets, strict=True)
+    ]
+    return {"input_ids": sources, "labels": labels}
+
+
 def tokenize(
     split: datasets.Dataset,
     tokenizer: PreTrainedTokenizerBase,
@@ -181,12 +193,12 @@ def tokenize(
     """`input_ids`, `labels` and `length` (the longer side) of every pair, in the split's order, computed by
     `num_proc` processes; pairs with an empty side or longer than `max_length` tokens are left out, and counted
     aloud. The result is cached under a key of the split, the tokenizer and the languages. A split of many directions
-    (`multilingual.COLUMNS`) is encoded by `multilingual.encode`, each target after its language's token."""
+    (`multilingual.COLUMNS`) is encoded by `encode_directions`, each target after its language's token."""
     many_directions = "target_lang" in split.column_names
 
     def encode(batch: dict[str, list]) -> dict[str, list]:
         if many_directions:
-            sources, targets, encoded = batch["source"], batch["target"], multilingual.encode(tokenizer, batch)
+            sources, targets, encoded = batch["source"], batch["target"], encode_directions(tokenizer, batch)
         else:
             sources, targets = sides(batch, source, target)
             encoded = tokenizer(sources, text_target=targets)

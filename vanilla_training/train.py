@@ -33,17 +33,18 @@ from transformers.trainer_utils import get_last_checkpoint
 
 from modeling_vanilla import VanillaConfig, VanillaForConditionalGeneration, paper_generation_config
 
-from . import checkpoints, multilingual, preprocess, recipe
+from . import checkpoints, preprocess, recipe
 from .average_checkpoints import average_checkpoints
 from .batching import TokenBudgetBatchSampler
 from .card import environment, render_card
-from .evaluation import corpus_bleu, corpus_chrf
+from .corpus import multilingual
+from .evaluation import corpus_bleu, corpus_chrf, score_directions
 from .plot import plot_training
 from .precision import precision_reason, training_attention
 from .tokenizer import train_joint_bpe
 from .train_settings import TrainingJob
 from .trainer import PatienceCallback, TimeBudgetProgress, TrainingTimeBudget, TranslationTrainer
-from .translator import translate
+from .translator import translate, translate_rows
 from .wordings import print_wording_scores, rounded_wording_scores, wording_scores
 
 ModelFactory = Callable[[VanillaConfig], PreTrainedModel]
@@ -209,8 +210,8 @@ class MultilingualTrainer(TranslationTrainer):
         if self.bleu_rows["source"] and description == "Evaluation":
             model = self.accelerator.unwrap_model(self.model)
             options = self.bleu_generate_kwargs
-            predictions = multilingual.translate_rows(model, self.processing_class, self.bleu_rows, **options)
-            scores = multilingual.score_directions(self.bleu_rows, predictions).values()
+            predictions = translate_rows(model, self.processing_class, self.bleu_rows, **options)
+            scores = score_directions(self.bleu_rows, predictions).values()
             prefix = kwargs.get("metric_key_prefix", "eval")
             output.metrics[f"{prefix}_bleu"] = sum(score["bleu"] for score in scores) / len(scores)
             signatures = " / ".join(dict.fromkeys(score["signature"] for score in scores))
@@ -371,8 +372,8 @@ def evaluate_directions(
             keep += [i] if seen[direction] <= job.settings.test_limit else []
         rows = {column: [values[i] for i in keep] for column, values in rows.items()}
     options = {} if job.settings.test_beams is None else {"num_beams": job.settings.test_beams}
-    predictions = multilingual.translate_rows(model, tokenizer, rows, **options)
-    scores = multilingual.score_directions(rows, predictions)
+    predictions = translate_rows(model, tokenizer, rows, **options)
+    scores = score_directions(rows, predictions)
     beams = options.get("num_beams", model.generation_config.num_beams)
     bleu, chrf = (round(sum(score[name] for score in scores.values()) / len(scores), 2) for name in ("bleu", "chrf"))
     print(f"test BLEU {bleu:.2f}, chrF {chrf:.2f}: the means over {len(scores)} directions (beam {beams})")
@@ -451,7 +452,7 @@ def run_results(
             "best_metric": trainer.state.best_metric if run.selection == "best" else None,
         },
         **{f"{name}_seconds": round(value) for name, value in seconds.items()},
-        **languages,  # a multilingual run: its config.languages as well (`translator.recorded_languages` reads pairs)
+        **languages,  # a multilingual run: its config.languages as well (`translator.trained_languages` reads both)
         "data": {
             **job.data.origin(),
             **{f"{split}_pairs": size for split, size in sizes.items()},

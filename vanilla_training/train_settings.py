@@ -12,8 +12,8 @@ from typing import Any
 
 from modeling_vanilla import PRESETS
 
-from . import multilingual, recipe
-from .corpus import check_versions, parse_pair
+from . import recipe
+from .corpus import check_versions, multilingual, parse_pair
 from .precision import PRECISIONS, mixed_precision_problem, resolve_precision
 from .preprocess import DataSource
 from .recipe import setting

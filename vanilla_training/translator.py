@@ -24,6 +24,7 @@ import modeling_vanilla  # noqa: F401  (registers the "vanilla" model type with 
 from modeling_vanilla import EXTRA_OUTPUT_LENGTH
 
 from .batching import TokenBudgetBatchSampler
+from .corpus import Direction
 
 RESULTS = "training_results.json"  # written by vanilla-train beside the model; it records the languages
 
@@ -56,15 +57,37 @@ def local_folder(model: str | Path) -> Path:
         ) from None
 
 
-def model_languages(model: str | Path) -> list[str] | None:
-    """The languages of a multilingual model (its config's `languages`), or None for a model of one direction."""
-    path = cached_file(model_folder(model), "config.json", _raise_exceptions_for_missing_entries=False)
-    return None if path is None else json.loads(Path(path).read_text(encoding="utf-8")).get("languages")
+@dataclasses.dataclass(frozen=True)
+class TrainedLanguages:
+    """The languages a trained folder records: a model of one direction its `direction` (in `training_results.json`,
+    which vanilla-train writes beside it), a multilingual model its `languages` (its config's), between any two of
+    which it translates; neither for a converted model, or one trained elsewhere (false)."""
+
+    direction: Direction | None = None
+    languages: tuple[str, ...] = ()
+
+    def __bool__(self) -> bool:
+        return self.direction is not None or bool(self.languages)
+
+
+def trained_languages(model: str | Path) -> TrainedLanguages:
+    """What `model` (a run folder, a model folder or a Hub id) records of its languages, each file read once: its
+    config's `languages`, else the languages of its `training_results.json`."""
+    folder = model_folder(model)
+    config = cached_file(folder, "config.json", _raise_exceptions_for_missing_entries=False)
+    languages = None if config is None else json.loads(Path(config).read_text(encoding="utf-8")).get("languages")
+    if languages:
+        return TrainedLanguages(languages=tuple(languages))
+    results = cached_file(folder, RESULTS, _raise_exceptions_for_missing_entries=False)
+    recorded = None if results is None else json.loads(Path(results).read_text(encoding="utf-8")).get("languages")
+    if recorded is None:
+        return TrainedLanguages()
+    return TrainedLanguages(Direction(recorded["source"], recorded["target"]))
 
 
 def resolve_direction(
-    model: str | Path, languages: list[str], source_lang: str | None, target_lang: str | None
-) -> tuple[str, str] | None:
+    model: str | Path, languages: tuple[str, ...], source_lang: str | None, target_lang: str | None
+) -> Direction | None:
     """The direction asked of a multilingual model of `languages`: None if neither language is given (it is chosen
     with each translation), else both, checked. LanguageMismatchError naming the model's languages otherwise."""
     if source_lang is None and target_lang is None:
@@ -75,29 +98,23 @@ def resolve_direction(
     unknown = [code for code in (source_lang, target_lang) if code not in languages]
     if unknown or source_lang == target_lang:
         raise LanguageMismatchError(f"{choices}, not {source_lang}-{target_lang}")
-    return source_lang, target_lang
-
-
-def recorded_languages(model: str | Path) -> tuple[str, str] | None:
-    """The source and target language that `vanilla-train` recorded for `model`, or None (a converted model, or
-    one trained elsewhere)."""
-    path = cached_file(model_folder(model), RESULTS, _raise_exceptions_for_missing_entries=False)
-    if path is None:
-        return None
-    languages = json.loads(Path(path).read_text(encoding="utf-8")).get("languages")
-    return None if languages is None else (languages["source"], languages["target"])
+    return Direction(source_lang, target_lang)
 
 
 def resolve_languages(
-    model: str | Path, source_lang: str | None = None, target_lang: str | None = None
-) -> tuple[str, str] | None:
-    """The model's languages: the recorded ones, checked against `source_lang` and `target_lang` where given; or,
-    for a model that records none, the given ones (both needed), or None if neither is given; for a multilingual
-    model, see `resolve_direction`. LanguageMismatchError naming both pairs where they differ."""
-    languages = model_languages(model)
-    if languages is not None:
-        return resolve_direction(model, languages, source_lang, target_lang)
-    recorded = recorded_languages(model)
+    model: str | Path,
+    source_lang: str | None = None,
+    target_lang: str | None = None,
+    trained: TrainedLanguages | None = None,
+) -> Direction | None:
+    """The model's languages (`trained`: `trained_languages(model)`, read here where not given): the recorded ones,
+    checked against `source_lang` and `target_lang` where given; or, for a model that records none, the given ones
+    (both needed), or None if neither is given; for a multilingual model, see `resolve_direction`.
+    LanguageMismatchError naming both pairs where they differ."""
+    trained = trained_languages(model) if trained is None else trained
+    if trained.languages:
+        return resolve_direction(model, trained.languages, source_lang, target_lang)
+    recorded = trained.direction
     if recorded is None:
         if source_lang is None and target_lang is None:
             return None
@@ -106,7 +123,7 @@ def resolve_languages(
                 f"{model_folder(model)} records no languages (no {RESULTS}, as for a converted model): "
                 "give both the source and the target language"
             )
-        return source_lang, target_lang
+        return Direction(source_lang, target_lang)
     asked = (source_lang or recorded[0], target_lang or recorded[1])
     if asked != recorded:
         raise LanguageMismatchError(f"{model} translates {'-'.join(recorded)}, not {'-'.join(asked)}")
@@ -121,15 +138,15 @@ class Translator:
     model: PreTrainedModel
     tokenizer: PreTrainedTokenizerBase
     folder: str
-    languages: tuple[str, str] | None
+    languages: Direction | None
     all_languages: tuple[str, ...] = ()
 
     @property
-    def directions(self) -> list[tuple[str, str]]:
+    def directions(self) -> list[Direction]:
         """Every (source, target) the model translates: any two of a multilingual model's languages, else its own
         pair (none where unknown)."""
         if self.all_languages:
-            return [(a, b) for a in self.all_languages for b in self.all_languages if a != b]
+            return [Direction(a, b) for a in self.all_languages for b in self.all_languages if a != b]
         return [] if self.languages is None else [self.languages]
 
     def target_options(self, target_lang: str | None = None) -> dict[str, int]:
@@ -188,10 +205,15 @@ class Translator:
         return translations
 
 
-def load_translator(model: str | Path, source_lang: str | None = None, target_lang: str | None = None) -> Translator:
+def load_translator(
+    model: str | Path,
+    source_lang: str | None = None,
+    target_lang: str | None = None,
+    trained: TrainedLanguages | None = None,
+) -> Translator:
     """The model and tokenizer of `model` (a run folder, a model folder or a Hub id), in evaluation mode and on the
-    accelerator if there is one, with its languages (see `resolve_languages`; checked before the weights are read)
-    and, for a multilingual model, all of them.
+    accelerator if there is one, with its languages (see `resolve_languages`, to which `trained` goes; checked before
+    the weights are read) and, for a multilingual model, all of them.
     Only this package's code and transformers' run: a folder that needs other code is refused by transformers;
     FileNotFoundError naming a local folder that holds no model."""
     folder = model_folder(model)
@@ -199,7 +221,7 @@ def load_translator(model: str | Path, source_lang: str | None = None, target_la
         raise FileNotFoundError(f"{str(model)!r} is not a saved translator: it has no config.json (nor final/)")
     if not Path(folder).exists() and (Path(folder).is_absolute() or str(folder).startswith(".")):
         raise FileNotFoundError(f"model folder {str(model)!r} does not exist")
-    languages = resolve_languages(model, source_lang, target_lang)
+    languages = resolve_languages(model, source_lang, target_lang, trained)
     network = AutoModelForSeq2SeqLM.from_pretrained(folder, trust_remote_code=False).eval()
     tokenizer = AutoTokenizer.from_pretrained(folder, trust_remote_code=False)
     all_languages = tuple(getattr(network.config, "languages", None) or ())
@@ -241,4 +263,19 @@ def translate(
         for i, text in zip(batch, tokenizer.batch_decode(output, skip_special_tokens=True), strict=True):
             translations[i] = text
     model.train(was_training)
+    return translations
+
+
+def translate_rows(
+    model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, rows: dict[str, list], **options
+) -> list[str]:
+    """The translation of each row's `source` into its `target_lang`, in the rows' order: `translate`
+    (whose keyword `options` these are) once per target language, with its token as `forced_bos_token_id`."""
+    translations = [""] * len(rows["source"])
+    for language in dict.fromkeys(rows["target_lang"]):
+        indices = [i for i, target in enumerate(rows["target_lang"]) if target == language]
+        sources = [rows["source"][i] for i in indices]
+        texts = translate(model, tokenizer, sources, forced_bos_token_id=tokenizer.get_lang_id(language), **options)
+        for i, text in zip(indices, texts, strict=True):
+            translations[i] = text
     return translations

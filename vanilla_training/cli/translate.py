@@ -35,8 +35,7 @@ from ..translator import (
     Translator,
     load_translator,
     model_folder,
-    model_languages,
-    recorded_languages,
+    trained_languages,
 )
 from .common import add_model_arguments, decoding_options, read_lines
 
@@ -85,13 +84,14 @@ def build_parser() -> argparse.ArgumentParser:
 def load_checked_translator(args: argparse.Namespace, parser: argparse.ArgumentParser) -> Translator:
     """MODEL's translator in the direction the options name, or the parser's error naming what does not fit."""
     given = args.source_lang or args.target_lang
-    if given and model_languages(args.model) is None and recorded_languages(args.model) is None:
+    trained = trained_languages(args.model) if given else None
+    if given and not trained:
         parser.error(
             f"--source-lang/--target-lang: {model_folder(args.model)} records no languages (no {RESULTS}, as for a "
             "converted model); leave them out"
         )
     try:
-        translator = load_translator(args.model, args.source_lang, args.target_lang)
+        translator = load_translator(args.model, args.source_lang, args.target_lang, trained)
     except LanguageMismatchError as error:
         parser.error(str(error))
     if translator.all_languages and translator.languages is None:

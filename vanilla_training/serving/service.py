@@ -12,7 +12,7 @@ import threading
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 
-from ..corpus import language_name
+from ..corpus import Direction, language_name
 from ..translator import Translator
 from .access import Access
 from .backends import Backend
@@ -83,10 +83,10 @@ class Text:
     detected: dict | None
 
 
-def direct_pairs(backends: list[Backend]) -> dict[tuple[str, str], Pair]:
+def direct_pairs(backends: list[Backend]) -> dict[Direction, Pair]:
     """Every direction the backends translate themselves (all of a multilingual model's); ValueError for a backend
     without languages or two of one direction."""
-    pairs: dict[tuple[str, str], Pair] = {}
+    pairs: dict[Direction, Pair] = {}
     for backend in backends:
         translator = backend.translator
         if not translator.directions:
@@ -95,14 +95,14 @@ def direct_pairs(backends: list[Backend]) -> dict[tuple[str, str], Pair]:
         for source, target in translator.directions:
             if (source, target) in pairs:
                 raise ValueError(f"two models translate {source}-{target}")
-            pairs[(source, target)] = Pair(backend, source, target, counter)
+            pairs[Direction(source, target)] = Pair(backend, source, target, counter)
     return pairs
 
 
-def pivot_pairs(direct: dict[tuple[str, str], Pair]) -> dict[tuple[str, str], Pair]:
+def pivot_pairs(direct: dict[Direction, Pair]) -> dict[Direction, Pair]:
     """The directions no model translates that two can, one after the other, through a language they share (as
     LibreTranslate does with Argos packages): English where it can, else the first such language by code."""
-    pivots: dict[tuple[str, str], Pair] = {}
+    pivots: dict[Direction, Pair] = {}
     sources, targets = sorted({source for source, _ in direct}), sorted({target for _, target in direct})
     for source in sources:
         for target in targets:
@@ -112,7 +112,9 @@ def pivot_pairs(direct: dict[tuple[str, str], Pair]) -> dict[tuple[str, str], Pa
             if middles:
                 middle = min(middles, key=lambda code: (code != PIVOT, code))
                 first, second = direct[(source, middle)], direct[(middle, target)]
-                pivots[(source, target)] = Pair(first.backend, source, target, first.counter, legs=(first, second))
+                pivots[Direction(source, target)] = Pair(
+                    first.backend, source, target, first.counter, legs=(first, second)
+                )
     return pivots
 
 

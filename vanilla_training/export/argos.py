@@ -37,12 +37,12 @@ from pathlib import Path
 
 from transformers import AutoTokenizer
 
-from vanilla_training.card import LOCAL_NOTE, render_card
-from vanilla_training.corpus import build_corpus, language_name
-from vanilla_training.translator import RESULTS, local_folder, model_languages, recorded_languages
+from modeling_vanilla.export_ctranslate2 import QUANTIZATIONS, VanillaConverter
+from modeling_vanilla.tokenization_vanilla import language_token
 
-from .export_ctranslate2 import QUANTIZATIONS, VanillaConverter
-from .tokenization_vanilla import language_token
+from ..card import LOCAL_NOTE, render_card
+from ..corpus import build_corpus, language_name
+from ..translator import RESULTS, local_folder, trained_languages
 
 ARGOS_VERSION = "1.9"  # the package layout of argos-translate 1.9 on (LibreTranslate's argos-translate-lt 1.12)
 
@@ -154,7 +154,8 @@ def build_package(folder: Path, root: Path, languages: tuple[str, str], quantiza
 def package_languages(model: str | Path, folder: Path, direction: tuple[str | None, str | None]) -> tuple[str, str]:
     """The (source, target) of the package: the languages training recorded, or the `direction` asked of a
     multilingual model, which must be two of its languages. ValueError saying why otherwise."""
-    multilingual = model_languages(folder)
+    trained = trained_languages(folder)
+    multilingual = trained.languages
     if multilingual:
         if None in direction or direction[0] == direction[1] or not set(direction) <= set(multilingual):
             raise ValueError(
@@ -162,7 +163,7 @@ def package_languages(model: str | Path, folder: Path, direction: tuple[str | No
                 "two different languages of it as --source and --target"
             )
         return direction
-    languages = recorded_languages(folder)
+    languages = trained.direction
     if languages is None:
         raise ValueError(
             f"{model} records no languages (no {RESULTS}): only a model trained by vanilla-train is packaged, "
@@ -188,7 +189,7 @@ def export_argos(
         raise FileExistsError(f"{destination} exists; remove it or choose another name")
     folder = local_folder(model)
     languages = package_languages(model, folder, direction)
-    multilingual = model_languages(folder) is not None
+    multilingual = bool(trained_languages(folder).languages)
     name = f"translate-{languages[0]}_{languages[1]}"
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp) / name
