@@ -255,7 +255,7 @@ def test_with_a_continuous_decoder_sentences_join_and_leave_its_batch_step_by_st
     assert answers == expected
     assert model.batches == [] and not decoder.keys  # every sentence went through the decoder, and left it
     for batch in decoder.steps:
-        assert sum(word_counts(batch)) <= 60  # the token budget
+        assert sum(word_counts(batch)) <= 2 * 60  # the token budget, or twice it with newcomers' fair shares
     pairs = zip(decoder.steps, decoder.steps[1:], strict=False)
     joined_while_decoding = [sentence for before, after in pairs for sentence in set(after) - set(before)]
     assert joined_while_decoding and max(map(len, decoder.steps)) > 4
@@ -322,6 +322,31 @@ def test_with_a_continuous_decoder_a_long_request_cannot_hold_the_batch_against_
     assert steps_waited <= 5, steps_waited  # 2 steps of its own, and the one in progress when it came
     for batch in decoder.steps:
         assert sum(word_counts(batch)) <= 170  # the token budget holds throughout
+
+
+def test_with_a_continuous_decoder_two_requests_of_one_long_sentence_cannot_hold_the_batch_against_a_newcomer():
+    """Issue 61's two `"y"*509` requests: two requests of one 80-word sentence each fill the token budget; a
+    one-sentence request sent while they decode joins at the next step beyond the budget (its fair share, never
+    more than twice the budget), rather than after their 80 steps; the long ones lose no step and get their answers."""
+    model, decoder = StandIn(), StandInDecoder()
+    first, second = "first " + "w " * 79, "second " + "w " * 79
+
+    async def clients(batcher):
+        long_work = asyncio.gather(batcher.translate([first]), batcher.translate([second]))
+        while len(decoder.steps) < 3:
+            await asyncio.sleep(0.001)
+        sent_at = len(decoder.steps)
+        short = await batcher.translate(["short one"])
+        steps_waited = len(decoder.steps) - sent_at
+        return short, await long_work, steps_waited
+
+    short, long_answers, steps_waited = run(clients, model, decoder, batch_wait_ms=1, max_tokens=162, cache_size=0)
+    assert short == [["eno trohs#0"]]
+    assert long_answers == [[[f"{first[::-1]}#0"]], [[f"{second[::-1]}#0"]]]
+    assert steps_waited <= 5, steps_waited  # 2 steps of its own, and the one in progress when it came
+    assert len(decoder.steps) == 80  # neither long sentence started again
+    for batch in decoder.steps:
+        assert sum(word_counts(batch)) <= 2 * 162
 
 
 def test_requests_take_turns_in_the_batch():

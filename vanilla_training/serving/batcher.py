@@ -339,8 +339,9 @@ class ContinuousBatcher(Batcher):
         while their source tokens fit in `max_tokens` and in their request's share of it (`max_tokens` over the
         requests in the batch or waiting; the first sentence always fits). A request with nothing in the batch does
         not wait for another's sentences to finish: those of requests over their share leave the batch for the
-        queue, the latest to join first, until its first sentence fits (`_make_room`). Sentences of requests
-        already gone are dropped."""
+        queue, the latest to join first, until its first sentence fits (`_make_room`); where what is over their
+        share is requests' last sentences, which always stay, its first sentence joins beyond `max_tokens` if it is
+        within its share (`_fair_extra`). Sentences of requests already gone are dropped."""
         held = collections.Counter()  # source tokens in the batch, by request
         for job in self.decoding.values():
             held[job.request] += job.tokens
@@ -354,13 +355,23 @@ class ContinuousBatcher(Batcher):
                 waiting += self._make_room(job.tokens - budget, held, share)
                 budget = self.settings.max_tokens - sum(held.values())
             alone = not (self.decoding or joining)
-            if alone or (job.tokens <= budget and held[job.request] + job.tokens <= max(share, job.tokens)):
+            fits = job.tokens <= budget and held[job.request] + job.tokens <= max(share, job.tokens)
+            if alone or fits or self._fair_extra(job, held, share):
                 joining.append(job)
                 held[job.request] += job.tokens
             else:
                 waiting.append(job)
         self.pending = sorted(waiting, key=lambda job: job.queued_at)
         return joining
+
+    def _fair_extra(self, job: Job, held: collections.Counter, share: float) -> bool:
+        """Whether `job`, the first sentence of a request with nothing in the batch, joins beyond `max_tokens`:
+        other requests hold more than their share (in their last sentences, which `_make_room` leaves), it is within
+        its own, and the batch stays within twice `max_tokens`. So two requests of one long sentence each cannot
+        hold the batch while a newcomer waits for their whole decode, and the batch stays bounded."""
+        unfair = any(tokens > share for tokens in held.values())
+        within = not held[job.request] and job.tokens <= share
+        return unfair and within and sum(held.values()) + job.tokens <= 2 * self.settings.max_tokens
 
     def _make_room(self, needed: int, held: collections.Counter, share: float) -> list[Job]:
         """Takes sentences out of the decoder's batch, the latest to join first, from requests holding more than
