@@ -151,7 +151,8 @@ class ServeSettings:
     )
     max_body_bytes: int = option("largest request body; a larger one gets 413", 1_000_000, type=positive, metavar="N")
     batch_wait_ms: float = option(
-        "a batch starts once no sentence has come for MS milliseconds (at most 10 x MS after the model is free)",
+        "batch by batch: a lane freed by a batch that answered several requests waits until their clients are back, "
+        "no sentence has come for MS milliseconds, or 10 x MS (a request finding the model idle starts at once)",
         5.0,
         type=non_negative,
         metavar="MS",
