@@ -97,6 +97,7 @@ class ServerProcess:
         self.url = f"http://127.0.0.1:{self.port}"
         self.log = log
         command = [sys.executable, "-m", "vanilla_training.cli.serve", str(model), "--port", str(self.port)]
+        command += ["--backend", "torch"]  # the held decoder and the workers' tests are the torch backend's
         environment = None
         if hold is not None:  # the decoder takes no sentence while `hold` exists (tests/held_decoder)
             path = os.pathsep.join(filter(None, [str(HELD_DECODER), os.environ.get("PYTHONPATH")]))
@@ -832,6 +833,24 @@ def test_ctranslate2_float32_equals_the_translator_and_its_export_is_cached(run,
     assert best == expected[lines[-1]] and second != best
 
 
+def test_with_no_backend_given_the_server_picks_ctranslate2_and_answers_as_vanilla_translate(
+    run, translator, tmp_path, monkeypatch, capsys
+):
+    """Issue 64: no --backend on a CPU without VNNI (the AVX2 EPYC's case) is CTranslate2 in float32, said with
+    its reason, and its answers are vanilla-translate's (`Translator.translate`)."""
+    from vanilla_training.serving import backends
+
+    monkeypatch.setattr(backends, "cpu_flags", lambda: {"avx2", "fma"})
+    monkeypatch.setattr(backends.torch.cuda, "is_available", lambda: False)
+    lines = sorted({english for english, _ in toy_pairs(random.Random(4), 60, max_words=12)})
+    settings = settings_from(serve_parser({}).parse_args([str(run), "--ct2-cache", str(tmp_path / "ct2")]))
+    backend = load_backend(str(run), settings)
+    said = capsys.readouterr().err
+    assert "ctranslate2 float32 on cpu (auto: CTranslate2 is installed, this CPU lacks VNNI/AMX)" in said
+    expected = offline(translator, lines)
+    assert [options[0] for options in backend.translate(lines)] == [expected[line] for line in lines]
+
+
 def test_ctranslate2_lanes_answer_concurrent_requests_in_batches_of_at_most_cpu_batch(run, translator, tmp_path):
     """The app with the CTranslate2 backend (float32) keeps two batches in flight for each of its workers (one a
     core): the requests sent at once each get their own translation (vanilla-translate's), the first batches meet
@@ -991,7 +1010,7 @@ def test_the_serving_benchmark_runs_at_a_tiny_size(run, tmp_path, capsys):
 def test_a_model_that_records_no_languages_takes_them_from_the_command_line(run, tmp_path):
     converted = tmp_path / "converted"
     shutil.copytree(run / "final", converted, ignore=shutil.ignore_patterns("training_results.json"))
-    settings = settings_from(serve_parser().parse_args([str(converted), "--precision", "fp32"]))
+    settings = settings_from(serve_parser().parse_args([str(converted), "--precision", "fp32", "--backend", "torch"]))
     with pytest.raises(ValueError, match="records no languages: give them as .*converted:SOURCE-TARGET"):
         load_backend(str(converted), settings)
     assert load_backend(f"{converted}:en-de", settings).translator.languages == ("en", "de")
