@@ -247,7 +247,7 @@ def test_a_request_whose_client_has_gone_stops_waiting_for_its_turn():
         waiting.start()
         time.sleep(0.1)
         budget.cancelled.set()
-        waiting.join(timeout=60)
+        waiting.join(timeout=10)
         assert outcome == ["cancelled"]  # while the other request still holds pysbd
 
 
@@ -268,7 +268,7 @@ def test_pysbd_stops_working_for_a_client_that_has_gone_and_the_next_request_is_
     working.start()
     time.sleep(1.0)  # pysbd is matching the hostile line
     budget.cancelled.set()
-    working.join(timeout=60)
+    working.join(timeout=10)
     assert outcome == ["cancelled"] and not working.is_alive()
     assert sentences(split_text("Dr. Smith came. He left.", "en")) == ["Dr. Smith came.", "He left."]
 
