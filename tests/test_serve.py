@@ -47,6 +47,7 @@ pytestmark = pytest.mark.slow  # the toy training run takes about 15 s on 2 idle
 
 TIMEOUT = 60  # seconds any one HTTP request may take
 LINES = ["the big red house", "one", "two three one two the house", "red house", "three", "the house"]
+HELD_DECODER = Path(__file__).parent / "held_decoder"  # its sitecustomize holds a server's decoder (ServerProcess)
 
 
 @pytest.fixture(scope="module")
@@ -91,13 +92,20 @@ def post_form(url: str, fields: dict) -> tuple[int, dict]:
 class ServerProcess:
     """`python -m vanilla_training.cli.serve` on a free port of 127.0.0.1, its output in a file."""
 
-    def __init__(self, model: Path, log: Path, *options: str):
+    def __init__(self, model: Path, log: Path, *options: str, hold: Path | None = None):
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log = log
         command = [sys.executable, "-m", "vanilla_training.cli.serve", str(model), "--port", str(self.port)]
+        command += ["--backend", "torch"]  # the held decoder and the workers' tests are the torch backend's
+        environment = None
+        if hold is not None:  # the decoder takes no sentence while `hold` exists (tests/held_decoder)
+            path = os.pathsep.join(filter(None, [str(HELD_DECODER), os.environ.get("PYTHONPATH")]))
+            environment = {**os.environ, "PYTHONPATH": path, "VANILLA_TEST_HOLD": str(hold)}
         with log.open("wb") as output:
-            self.process = subprocess.Popen([*command, "--precision", "fp32", *options], stdout=output, stderr=output)
+            self.process = subprocess.Popen(
+                [*command, "--precision", "fp32", *options], stdout=output, stderr=output, env=environment
+            )
         deadline = time.monotonic() + 180
         while time.monotonic() < deadline:
             assert self.process.poll() is None, f"the server exited: {log.read_text()}"
@@ -444,17 +452,44 @@ def test_api_keys_are_checked_where_configured(translator):
         assert post_form(server.url + "/translate", {**fields, "api_key": "k1"})[0] == 200
 
 
+class HeldBackend(TorchBackend):
+    """The torch backend whose continuous decoder takes no sentence until `release` is set; `joined` records the
+    sentences it took."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.release, self.joined = threading.Event(), []
+        join = self.decoder.join
+
+        def held_join(keys, sentences):
+            self.release.wait(TIMEOUT)
+            self.joined += sentences
+            return join(keys, sentences)
+
+        self.decoder.join = held_join
+
+
+def wait_for_queue(url: str, sentences: int) -> None:
+    """Waits until `sentences` are queued or being translated (/metrics)."""
+    deadline = time.monotonic() + TIMEOUT
+    while metric(url, 'vanilla_serve_queued_sentences{pair="en-de"}') < sentences:
+        assert time.monotonic() < deadline, "the sentences never reached the queue"
+        time.sleep(0.02)
+
+
 def test_a_full_queue_answers_503_at_once(translator):
-    limits = ServeSettings(max_queue=4, batch_wait_ms=1000, cache_size=0)
-    with InProcessServer([TorchBackend(translator, "fp32")], limits) as server, ThreadPoolExecutor(1) as pool:
+    backend = HeldBackend(translator, "fp32")
+    limits = ServeSettings(max_queue=4, cache_size=0)
+    with InProcessServer([backend], limits) as server, ThreadPoolExecutor(1) as pool:
         first = pool.submit(post_json, server.url + "/translate", {"q": LINES[:3], "source": "en", "target": "de"})
-        time.sleep(0.3)  # the first request's 3 sentences wait for their batch (1 s)
+        wait_for_queue(server.url, 3)  # the first request's 3 sentences wait for the held decoder
         started = time.monotonic()
         status, headers, answer = request(
             server.url + "/translate", json.dumps({"q": LINES[3:5], "source": "en", "target": "de"}).encode()
         )
         assert (status, headers["retry-after"]) == (503, "1") and time.monotonic() - started < 0.5
         assert "queue is full (3 of 4 sentences waiting)" in answer["error"]
+        backend.release.set()
         assert first.result(timeout=TIMEOUT)[0] == 200
 
 
@@ -508,18 +543,25 @@ def metric(url: str, name: str) -> float:
 
 
 def test_a_client_that_disconnects_costs_the_model_nothing(translator):
-    limits = ServeSettings(batch_wait_ms=1000, cache_size=0)
-    with InProcessServer([TorchBackend(translator, "fp32")], limits) as server:
+    """A request queued behind a held decoder whose client goes never reaches the model."""
+    backend = HeldBackend(translator, "fp32")
+    with InProcessServer([backend], ServeSettings(cache_size=0)) as server, ThreadPoolExecutor(1) as pool:
+        first = pool.submit(post_json, server.url + "/translate", {"q": LINES[0], "source": "en", "target": "de"})
+        wait_for_queue(server.url, 1)
         body = json.dumps({"q": "the big house", "source": "en", "target": "de"}).encode()
         with socket.create_connection(("127.0.0.1", server.port), timeout=TIMEOUT) as gone:
             head = (
                 f"POST /translate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {len(body)}"
             )
             gone.sendall(head.encode() + b"\r\n\r\n" + body)
-            time.sleep(0.2)  # its sentence waits in the queue (1 s batching window) when it goes
+            wait_for_queue(server.url, 2)  # its sentence waits in the queue when it goes
+        time.sleep(0.3)  # the server sees it gone (it polls every 0.05 s)
+        backend.release.set()
+        assert first.result(timeout=TIMEOUT)[0] == 200
         status, answer = post_json(server.url + "/translate", {"q": LINES[1], "source": "en", "target": "de"})
         assert (status, answer) == (200, {"translatedText": offline(translator, LINES[1:2])[LINES[1]]})
-        assert metric(server.url, 'vanilla_serve_sentences_total{origin="model",pair="en-de"}') == 1
+        assert backend.joined == [LINES[0], LINES[1]]
+        assert metric(server.url, 'vanilla_serve_sentences_total{origin="model",pair="en-de"}') == 2
 
 
 def mixed_requests(rng: random.Random, count: int, lines: list[str]) -> list[tuple[bytes, str, int, object]]:
@@ -613,14 +655,16 @@ def queued_sentences(url: str) -> float:
 
 
 def test_sigterm_under_load_finishes_every_accepted_request_then_exits_0(run, translator, tmp_path):
-    """Requests wait in the queue (1 s batching window) when SIGTERM comes: each is answered in full, a new
+    """Requests wait in the queue (the decoder held) when SIGTERM comes: each is answered in full, a new
     connection is refused, and the process exits 0."""
     rng = random.Random(1)
     lines = sorted({english for english, _ in toy_pairs(rng, 60)})
     expected = offline(translator, lines)
     requests = [r for r in mixed_requests(rng, 40, lines) if r[2] == 200]
     waiting = sum(len(r[3]) if not isinstance(r[3][0], list) else sum(map(len, r[3])) for r in requests)
-    process = ServerProcess(run, tmp_path / "server.log", "--batch-wait-ms", "1500", "--cache-size", "0")
+    hold = tmp_path / "hold"
+    hold.touch()
+    process = ServerProcess(run, tmp_path / "server.log", "--cache-size", "0", hold=hold)
     try:
         with ThreadPoolExecutor(len(requests)) as pool:
             futures = [pool.submit(send, process.url, body, kind) for body, kind, _, _ in requests]
@@ -629,6 +673,8 @@ def test_sigterm_under_load_finishes_every_accepted_request_then_exits_0(run, tr
                 assert time.monotonic() < deadline, "the requests did not reach the queue"
                 time.sleep(0.02)
             process.process.send_signal(signal.SIGTERM)
+            time.sleep(0.5)  # shutting down, with every request waiting
+            hold.unlink()
             answers = [future.result(timeout=TIMEOUT) for future in futures]
         assert process.process.wait(timeout=60) == 0
     finally:
@@ -743,7 +789,9 @@ def test_a_dead_workers_queue_length_leaves_the_metrics_with_it(run, tmp_path):
     """`--workers 2`: a worker killed with sentences queued (held there by a long batch wait) is replaced by
     uvicorn's supervisor, and /metrics's queue length, the sum over the workers, no longer counts the dead
     worker's sentences (kept, it would say 3 for good)."""
-    server = ServerProcess(run, tmp_path / "server.log", "--workers", "2", "--batch-wait-ms", "600000")
+    hold = tmp_path / "hold"
+    hold.touch()
+    server = ServerProcess(run, tmp_path / "server.log", "--workers", "2", hold=hold)
     queued = 'vanilla_serve_queued_sentences{pair="en-de"}'
     try:
         workers = worker_processes(server.process.pid)
@@ -764,6 +812,7 @@ def test_a_dead_workers_queue_length_leaves_the_metrics_with_it(run, tmp_path):
                 time.sleep(0.1)
         assert metric(server.url, queued) == 0  # answered once a new worker has loaded the model
     finally:
+        hold.unlink()
         assert server.stop() == 0
 
 
@@ -782,6 +831,24 @@ def test_ctranslate2_float32_equals_the_translator_and_its_export_is_cached(run,
     assert again.folder == backend.folder and exported.stat().st_mtime_ns == written
     best, second = again.translate([lines[-1]], hypotheses=2)[0]
     assert best == expected[lines[-1]] and second != best
+
+
+def test_with_no_backend_given_the_server_picks_ctranslate2_and_answers_as_vanilla_translate(
+    run, translator, tmp_path, monkeypatch, capsys
+):
+    """Issue 64: no --backend on a CPU without VNNI (the AVX2 EPYC's case) is CTranslate2 in float32, said with
+    its reason, and its answers are vanilla-translate's (`Translator.translate`)."""
+    from vanilla_training.serving import backends
+
+    monkeypatch.setattr(backends, "cpu_flags", lambda: {"avx2", "fma"})
+    monkeypatch.setattr(backends.torch.cuda, "is_available", lambda: False)
+    lines = sorted({english for english, _ in toy_pairs(random.Random(4), 60, max_words=12)})
+    settings = settings_from(serve_parser({}).parse_args([str(run), "--ct2-cache", str(tmp_path / "ct2")]))
+    backend = load_backend(str(run), settings)
+    said = capsys.readouterr().err
+    assert "ctranslate2 float32 on cpu (auto: CTranslate2 is installed, this CPU lacks VNNI/AMX)" in said
+    expected = offline(translator, lines)
+    assert [options[0] for options in backend.translate(lines)] == [expected[line] for line in lines]
 
 
 def test_ctranslate2_lanes_answer_concurrent_requests_in_batches_of_at_most_cpu_batch(run, translator, tmp_path):
@@ -943,7 +1010,7 @@ def test_the_serving_benchmark_runs_at_a_tiny_size(run, tmp_path, capsys):
 def test_a_model_that_records_no_languages_takes_them_from_the_command_line(run, tmp_path):
     converted = tmp_path / "converted"
     shutil.copytree(run / "final", converted, ignore=shutil.ignore_patterns("training_results.json"))
-    settings = settings_from(serve_parser().parse_args([str(converted), "--precision", "fp32"]))
+    settings = settings_from(serve_parser().parse_args([str(converted), "--precision", "fp32", "--backend", "torch"]))
     with pytest.raises(ValueError, match="records no languages: give them as .*converted:SOURCE-TARGET"):
         load_backend(str(converted), settings)
     assert load_backend(f"{converted}:en-de", settings).translator.languages == ("en", "de")

@@ -107,7 +107,8 @@ def test_concurrent_requests_share_batches_and_get_their_own_answers_in_order():
 
 def test_clients_answered_by_a_batch_join_the_next_one_rather_than_taking_turns():
     """16 clients starting 10 ms apart, each sending its next sentence a few milliseconds after its answer: the
-    late starters queue while the first batch is translated, and yet the batches soon hold all 16. (With the window
+    late starters queue while the first batch (the first client's, started at once) is translated, and yet the
+    batches soon hold all 16, back to back. (With the window
     opened by the first waiting sentence rather than by the model becoming free, the next batch starts at once with
     those already waiting, and the clients take turns in two groups for ever.)"""
     model = StandIn(delay=0.1)
@@ -124,7 +125,8 @@ def test_clients_answered_by_a_batch_join_the_next_one_rather_than_taking_turns(
     run(clients, model, batch_wait_ms=20, cache_size=0)
     sizes = [len(batch) for batch, _ in model.batches]
     assert sum(sizes) == 16 * 8
-    assert sizes[-4:] == [16] * 4, sizes
+    assert sizes[0] == 1  # the first client alone started at once
+    assert any(sizes[i : i + 4] == [16] * 4 for i in range(len(sizes))), sizes
 
 
 def test_lanes_translate_batches_side_by_side_within_their_sentence_limit():
@@ -225,16 +227,36 @@ def test_a_failing_sentence_fails_alone():
 
 
 def test_a_cancelled_request_costs_no_model_time():
-    model = StandIn()
+    """A request queued behind a batch and cancelled before its turn is never translated."""
+    model = StandIn(delay=0.2)
 
     async def clients(batcher):
+        first = asyncio.ensure_future(batcher.translate(["first one"]))
+        while not batcher.running:
+            await asyncio.sleep(0.001)
         gone = asyncio.ensure_future(batcher.translate(["gone away"]))
         await asyncio.sleep(0.01)
         gone.cancel()
-        return await batcher.translate(["still here"])
+        return await first, await batcher.translate(["still here"])
 
-    assert run(clients, model, batch_wait_ms=100) == [["ereh llits#0"]]
-    assert [batch for batch, _ in model.batches] == [["still here"]]
+    assert run(clients, model, batch_wait_ms=100) == ([["eno tsrif#0"]], [["ereh llits#0"]])
+    assert [batch for batch, _ in model.batches] == [["first one"], ["still here"]]
+
+
+@pytest.mark.parametrize("continuous", [False, True])
+def test_a_lone_request_starts_at_once_without_waiting_for_batch_wait_ms(continuous):
+    """Issue 64's rule: a request that finds nothing queued and nothing being translated starts at once; a client
+    sending one request after another, alone, never waits for the gathering window (an hour here: any wait for it
+    would end the test's 30 s)."""
+    model = StandIn()
+    decoder = StandInDecoder() if continuous else None
+
+    async def client(batcher):
+        return [await batcher.translate([f"turn {turn}"]) for turn in range(3)]
+
+    answers = run(client, model, decoder, batch_wait_ms=3_600_000, cache_size=0)
+    assert answers == [[[f"{turn} nrut#0"]] for turn in range(3)]
+    assert len(model.batches if decoder is None else decoder.steps) == 3 * (1 if decoder is None else 2)
 
 
 def test_with_a_continuous_decoder_sentences_join_and_leave_its_batch_step_by_step():
@@ -255,7 +277,7 @@ def test_with_a_continuous_decoder_sentences_join_and_leave_its_batch_step_by_st
     assert answers == expected
     assert model.batches == [] and not decoder.keys  # every sentence went through the decoder, and left it
     for batch in decoder.steps:
-        assert sum(word_counts(batch)) <= 60  # the token budget
+        assert sum(word_counts(batch)) <= 2 * 60  # the token budget, or twice it with newcomers' fair shares
     pairs = zip(decoder.steps, decoder.steps[1:], strict=False)
     joined_while_decoding = [sentence for before, after in pairs for sentence in set(after) - set(before)]
     assert joined_while_decoding and max(map(len, decoder.steps)) > 4
@@ -322,6 +344,31 @@ def test_with_a_continuous_decoder_a_long_request_cannot_hold_the_batch_against_
     assert steps_waited <= 5, steps_waited  # 2 steps of its own, and the one in progress when it came
     for batch in decoder.steps:
         assert sum(word_counts(batch)) <= 170  # the token budget holds throughout
+
+
+def test_with_a_continuous_decoder_two_requests_of_one_long_sentence_cannot_hold_the_batch_against_a_newcomer():
+    """Issue 61's two `"y"*509` requests: two requests of one 80-word sentence each fill the token budget; a
+    one-sentence request sent while they decode joins at the next step beyond the budget (its fair share, never
+    more than twice the budget), rather than after their 80 steps; the long ones lose no step and get their answers."""
+    model, decoder = StandIn(), StandInDecoder()
+    first, second = "first " + "w " * 79, "second " + "w " * 79
+
+    async def clients(batcher):
+        long_work = asyncio.gather(batcher.translate([first]), batcher.translate([second]))
+        while len(decoder.steps) < 3:
+            await asyncio.sleep(0.001)
+        sent_at = len(decoder.steps)
+        short = await batcher.translate(["short one"])
+        steps_waited = len(decoder.steps) - sent_at
+        return short, await long_work, steps_waited
+
+    short, long_answers, steps_waited = run(clients, model, decoder, batch_wait_ms=1, max_tokens=162, cache_size=0)
+    assert short == [["eno trohs#0"]]
+    assert long_answers == [[[f"{first[::-1]}#0"]], [[f"{second[::-1]}#0"]]]
+    assert steps_waited <= 5, steps_waited  # 2 steps of its own, and the one in progress when it came
+    assert len(decoder.steps) == 80  # neither long sentence started again
+    for batch in decoder.steps:
+        assert sum(word_counts(batch)) <= 2 * 162
 
 
 def test_requests_take_turns_in_the_batch():

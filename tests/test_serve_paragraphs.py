@@ -193,7 +193,8 @@ def test_the_backtracking_family_is_split_in_well_under_a_second_and_kept_whole(
     """pysbd 0.3.4 takes 0.3 s on `..[111 111 111 111 111 111 111]` and about 8 times more for each further group
     of digits (9 groups: 39 s measured); pysbd is given `SEGMENT_SECONDS`, then the line is cut at its
     sentence-ending marks, and the next text is split by a fresh pysbd."""
-    text = "..[" + " ".join(["111"] * groups) + "] Then more. And more."
+    text = "..[" + " ".join(["111"] * groups) + "]\nThen more. And more."  # hostile where `]` ends the line
+    split_text("Warm up. The process is started.", "en")
     started = time.monotonic()
     pieces = split_text(text, "en")
     assert time.monotonic() - started < 0.9
@@ -227,3 +228,74 @@ def test_waiting_for_another_requests_turn_costs_no_budget():
         time.sleep(2 * paragraphs.SEGMENT_SECONDS)
     waiting.join(timeout=60)
     assert results == [["Dr. Smith came.", "He left."]]
+
+
+def test_a_request_whose_client_has_gone_stops_waiting_for_its_turn():
+    """Issue 61's starvation by abandoned requests: a layout waiting for pysbd's turn (another request holds it)
+    stops as soon as its `Budget` is cancelled, freeing its thread, rather than waiting for every request ahead."""
+    budget, outcome = paragraphs.Budget(), []
+
+    def lay_out():
+        try:
+            split_text("Dr. Smith came. He left.", "en", budget=budget)
+            outcome.append("split")
+        except paragraphs.Cancelled:
+            outcome.append("cancelled")
+
+    with paragraphs.SEGMENTER.lock:
+        waiting = threading.Thread(target=lay_out)
+        waiting.start()
+        time.sleep(0.1)
+        budget.cancelled.set()
+        waiting.join(timeout=10)
+        assert outcome == ["cancelled"]  # while the other request still holds pysbd
+
+
+def test_pysbd_stops_working_for_a_client_that_has_gone_and_the_next_request_is_split_by_pysbd():
+    """A hostile line given all the time in the world: its client goes, pysbd's process is replaced at once (the
+    spare takes its place) and the next request gets pysbd's split (`Dr.` kept with its name)."""
+    budget, outcome = paragraphs.Budget(seconds=600.0), []
+    hostile = "..[" + " ".join(["111"] * 30) + "]"  # 17 s at 8 groups, 8 times more for each further one
+
+    def lay_out():
+        try:
+            split_text(hostile, "en", budget=budget)
+        except paragraphs.Cancelled:
+            outcome.append("cancelled")
+
+    split_text("Warm up. The process is started.", "en")
+    working = threading.Thread(target=lay_out)
+    working.start()
+    time.sleep(1.0)  # pysbd is matching the hostile line
+    budget.cancelled.set()
+    working.join(timeout=10)
+    assert outcome == ["cancelled"] and not working.is_alive()
+    assert sentences(split_text("Dr. Smith came. He left.", "en")) == ["Dr. Smith came.", "He left."]
+
+
+def test_a_pysbd_process_that_dies_is_replaced_and_its_text_cut_at_sentence_ends():
+    """pysbd's process killed while it splits a request's text (issue 61: a 500 before): that text is cut at its
+    sentence-ending marks, and the next is split by pysbd in the spare process."""
+    split_text("Warm up. The process is started.", "en")
+    budget, results = paragraphs.Budget(seconds=600.0), []
+    hostile = "Dr. Smith came. ..[" + " ".join(["111"] * 30) + "]"
+    working = threading.Thread(target=lambda: results.append(sentences(split_text(hostile, "en", budget=budget))))
+    working.start()
+    time.sleep(1.0)  # pysbd is matching the hostile line
+    paragraphs.SEGMENTER.current.process.kill()
+    working.join(timeout=60)
+    assert results == [["Dr.", "Smith came.", hostile[len("Dr. Smith came. ") :]]]
+    assert sentences(split_text("Dr. Smith came. He left.", "en")) == ["Dr. Smith came.", "He left."]
+
+
+@pytest.mark.parametrize("run", [" " * 50_000, " - " * 20_000, ", " * 20_000])
+def test_cutting_a_long_run_of_spaces_or_clause_marks_takes_linear_time(run):
+    """Issue 61: cutting a sentence at a long whitespace run was quadratic (a dash between spaces looked for from
+    every space of the run: 0.26 s of held GIL at 5,000 characters, about 26 s at 50,000); a hang guard, far above
+    the linear time, sees it."""
+    sentence = "a" + run + "b"
+    started = time.monotonic()
+    pieces = split_long(sentence, lambda piece: len(piece) <= 100)
+    assert time.monotonic() - started < 5
+    assert "".join(piece.text for piece in pieces) == sentence
+    assert all(len(piece.text) <= 100 for piece in pieces if piece.translate)

@@ -22,8 +22,9 @@ import sys
 from ..serving.settings import add_options, settings_from
 
 
-def parser() -> argparse.ArgumentParser:
-    """The command line: the models, and an option for each field of `serving.settings.ServeSettings`."""
+def parser(environ: dict[str, str] | None = None) -> argparse.ArgumentParser:
+    """The command line: the models, and an option for each field of `serving.settings.ServeSettings`, whose
+    default an environment variable may set (in `environ`; os.environ if None)."""
     parser = argparse.ArgumentParser(
         prog="vanilla-serve", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -33,7 +34,7 @@ def parser() -> argparse.ArgumentParser:
         metavar="MODEL",
         help="a run folder, a model folder or a Hub id; MODEL:SRC-TGT for a model that records no languages",
     )
-    add_options(parser)
+    add_options(parser, environ)
     return parser
 
 

@@ -4,8 +4,10 @@ As in LibreTranslate, a key is optional by default: a client without one is limi
 minute from its IP address), a client with a valid key by its key's own limit, and a wrong key is refused (403).
 A key is needed only where the server is told so: `--require-api-key-origin` (a key unless the request's `Origin`
 matches the pattern, e.g. the server's own web page), `--under-attack` (a key from everyone). Limits are counted in
-a moving window of one minute (the `limits` package, as flask-limiter does for LibreTranslate), per server process;
-a client over its limit gets 429 with `Retry-After`: the seconds until its oldest request in the window expires.
+a moving window of one minute (the `limits` package, as flask-limiter does for LibreTranslate) in
+`--req-limit-storage`: this process's memory, or a storage that replicas share (`redis://HOST:PORT`, as
+LibreTranslate's); a client over its limit gets 429 with `Retry-After`: the seconds until its oldest request in the
+window expires.
 """
 
 import hmac
@@ -16,7 +18,8 @@ from typing import Any
 
 from fastapi import Request
 from limits import RateLimitItemPerMinute
-from limits.storage import MemoryStorage
+from limits.errors import ConfigurationError
+from limits.storage import storage_from_string
 from limits.strategies import MovingWindowRateLimiter
 
 from .parsing import ApiError
@@ -34,7 +37,7 @@ class Access:
         origin = settings.require_api_key_origin
         self.origin = re.compile(origin) if origin else None
         self.under_attack = settings.under_attack
-        self.limiter = MovingWindowRateLimiter(MemoryStorage())
+        self.limiter = MovingWindowRateLimiter(limit_storage(settings.req_limit_storage))
 
     @property
     def key_required(self) -> bool:
@@ -64,6 +67,18 @@ class Access:
             reset = self.limiter.get_window_stats(item, client).reset_time
             retry_after = max(1, math.ceil(reset - time.time()))
             raise ApiError(429, f"Slowdown: {limit} per 1 minute", headers={"Retry-After": str(retry_after)})
+
+
+def limit_storage(uri: str):
+    """The `limits` storage at `uri` (memory://, redis://HOST:PORT, ...); ValueError naming the URI where it is not
+    one or cannot be reached."""
+    try:
+        storage = storage_from_string(uri)
+    except (ConfigurationError, ValueError) as error:
+        raise ValueError(f"--req-limit-storage {uri}: {error}") from None
+    if not storage.check():
+        raise ValueError(f"--req-limit-storage {uri}: the storage does not answer")
+    return storage
 
 
 def check_metrics_token(authorization: str | None, token: str) -> None:

@@ -1,7 +1,8 @@
-"""Batching across requests: the sentences of concurrent requests are gathered for a few milliseconds, cut into
-batches of similar lengths within a token budget, translated together and handed back to their own requests.
+"""Batching across requests: the sentences of concurrent requests are gathered, cut into batches of similar lengths
+within a token budget, translated together and handed back to their own requests.
 
-A batch is gathered from when the model is free until no sentence has come for a few milliseconds. With a
+A request that finds the model idle starts at once; requests gather while the model is busy, and a lane freed by a
+batch that answered several requests waits a few milliseconds for their clients' next ones. With a
 continuous decoder (the torch backend's, `continuous.py`), gathering happens only when the model is idle: while it
 decodes, waiting sentences join its running batch at the next step, within the token budget, and each leaves it
 with its answer as soon as its beam search is done. The queue is
@@ -107,6 +108,7 @@ class Batcher:
         self.arrived = asyncio.Event()
         self.worker: asyncio.Task | None = None
         self.failure = ""  # why the worker stopped, if it did
+        self.answered = (0.0, 0)  # when the last batch ended, and how many requests it answered
         self.requests = itertools.count()
 
     def start(self) -> None:
@@ -187,23 +189,10 @@ class Batcher:
         return sum(job.tokens for job in self.pending) >= self.settings.max_tokens
 
     async def _gather(self) -> None:
-        """Waits for a sentence, then for others until none has come for `batch_wait_ms`, at most `GATHER_LIMIT`
-        times that, or until a batch's worth waits (`_full`)."""
+        """Waits for a sentence: with nothing else to wait for, it starts at once (see `BatchByBatch._gather`)."""
         while not self.pending:
             self.arrived.clear()
             await self.arrived.wait()
-        wait = self.settings.batch_wait_ms / 1000
-        opened = last = time.monotonic()
-        while not self._full():
-            remaining = min(last + wait, opened + GATHER_LIMIT * wait) - time.monotonic()
-            if remaining <= 0:
-                break
-            self.arrived.clear()
-            try:
-                await asyncio.wait_for(self.arrived.wait(), remaining)
-            except asyncio.TimeoutError:
-                break
-            last = time.monotonic()
         self.arrived.clear()
 
     async def _run(self, batch: list[Job], hypotheses: int) -> None:
@@ -239,13 +228,13 @@ class Batcher:
                 self.cache.put((job.sentence, hypotheses), result)
                 if not job.future.done():
                     job.future.set_result(result)
+        self.answered = (time.monotonic(), len({job.request for job in batch}))
         self._count(-len(batch))
 
 
 class BatchByBatch(Batcher):
     """Batches translated whole by `translate_batch`, on at most `lanes` batches at a time (each a thread of
-    `executor`): a batch starts once a lane is free and no sentence has come for `batch_wait_ms`, or once
-    `max_tokens` or `batch_sentences` are waiting."""
+    `executor`): a batch starts once a lane is free and a sentence waits, after gathering others (`_gather`)."""
 
     def __init__(self, *args, lanes: int = 1, batch_sentences: int | None = None, **kwargs):
         super().__init__(*args, **kwargs)
@@ -265,6 +254,30 @@ class BatchByBatch(Batcher):
             task = asyncio.get_running_loop().create_task(self._run(batch, batch[0].hypotheses))
             self.running.add(task)
             task.add_done_callback(self._lane_done)
+
+    async def _gather(self) -> None:
+        """Waits for a sentence; then, if the last batch answered several requests and ended less than `GATHER_LIMIT`
+        batch waits ago (its clients may be on their way back), for others: until as many more requests wait as it
+        answered, until no sentence has come for `batch_wait_ms`, at most `GATHER_LIMIT` times that, or until a
+        batch's worth waits (`_full`). A lone client, or the first after a quiet spell, starts at once; under load,
+        requests gather while the batches before them are translated."""
+        expected = len({job.request for job in self.pending}) + self.answered[1]
+        await super()._gather()
+        wait = self.settings.batch_wait_ms / 1000
+        opened = last = time.monotonic()
+        if self.answered[1] < 2 or opened - self.answered[0] > GATHER_LIMIT * wait:
+            return
+        while not self._full() and len({job.request for job in self.pending}) < expected:
+            remaining = min(last + wait, opened + GATHER_LIMIT * wait) - time.monotonic()
+            if remaining <= 0:
+                break
+            self.arrived.clear()
+            try:
+                await asyncio.wait_for(self.arrived.wait(), remaining)
+            except asyncio.TimeoutError:
+                break
+            last = time.monotonic()
+        self.arrived.clear()
 
     def _lane_done(self, task: asyncio.Task) -> None:
         self.running.discard(task)
@@ -339,8 +352,9 @@ class ContinuousBatcher(Batcher):
         while their source tokens fit in `max_tokens` and in their request's share of it (`max_tokens` over the
         requests in the batch or waiting; the first sentence always fits). A request with nothing in the batch does
         not wait for another's sentences to finish: those of requests over their share leave the batch for the
-        queue, the latest to join first, until its first sentence fits (`_make_room`). Sentences of requests
-        already gone are dropped."""
+        queue, the latest to join first, until its first sentence fits (`_make_room`); where what is over their
+        share is requests' last sentences, which always stay, its first sentence joins beyond `max_tokens` if it is
+        within its share (`_fair_extra`). Sentences of requests already gone are dropped."""
         held = collections.Counter()  # source tokens in the batch, by request
         for job in self.decoding.values():
             held[job.request] += job.tokens
@@ -354,13 +368,23 @@ class ContinuousBatcher(Batcher):
                 waiting += self._make_room(job.tokens - budget, held, share)
                 budget = self.settings.max_tokens - sum(held.values())
             alone = not (self.decoding or joining)
-            if alone or (job.tokens <= budget and held[job.request] + job.tokens <= max(share, job.tokens)):
+            fits = job.tokens <= budget and held[job.request] + job.tokens <= max(share, job.tokens)
+            if alone or fits or self._fair_extra(job, held, share):
                 joining.append(job)
                 held[job.request] += job.tokens
             else:
                 waiting.append(job)
         self.pending = sorted(waiting, key=lambda job: job.queued_at)
         return joining
+
+    def _fair_extra(self, job: Job, held: collections.Counter, share: float) -> bool:
+        """Whether `job`, the first sentence of a request with nothing in the batch, joins beyond `max_tokens`:
+        other requests hold more than their share (in their last sentences, which `_make_room` leaves), it is within
+        its own, and the batch stays within twice `max_tokens`. So two requests of one long sentence each cannot
+        hold the batch while a newcomer waits for their whole decode, and the batch stays bounded."""
+        unfair = any(tokens > share for tokens in held.values())
+        within = not held[job.request] and job.tokens <= share
+        return unfair and within and sum(held.values()) + job.tokens <= 2 * self.settings.max_tokens
 
     def _make_room(self, needed: int, held: collections.Counter, share: float) -> list[Job]:
         """Takes sentences out of the decoder's batch, the latest to join first, from requests holding more than

@@ -10,8 +10,9 @@ nearest its middle, else in the middle, until every piece fits: text is never dr
 pysbd's rules are regular expressions, some of which backtrack exponentially on some inputs (0.3.4:
 `..[111 111 111 ...]` doubles its time with each group of digits), and Python's `re` holds the GIL while it matches:
 pysbd runs in a process of its own (`BoundedSegmenter`), given `SEGMENT_SECONDS` for the lines of one call (a
-request's texts together); a line it has not split by then is split at its sentence-ending marks (`SENTENCE_END`,
-linear), and the process is replaced.
+request's texts together); a line it has not split by then, or when the process dies, is split at its
+sentence-ending marks (`SENTENCE_END`, linear), and the process is replaced by a spare started beforehand. A
+request whose client has gone (its `Budget` cancelled) stops waiting for pysbd, and stops pysbd working for it.
 """
 
 import dataclasses
@@ -26,12 +27,15 @@ from multiprocessing.connection import Connection
 import pysbd
 from pysbd.languages import LANGUAGE_CODES, Language
 
-CLAUSE_END = re.compile(r"[,;:\u3001\uff0c\uff1b\uff1a\u060c]\s+|[—–]\s*|\s+[—–-]\s+")
+# A dash between spaces is matched from the start of its spaces only: from each space of a long run, `\s+` would
+# scan the rest of the run again (quadratic).
+CLAUSE_END = re.compile(r"[,;:\u3001\uff0c\uff1b\uff1a\u060c]\s+|[—–]\s*|(?<!\s)\s+[—–-]\s+")
 SPACE = re.compile(r"\s+")
 LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)?")
 SENTENCE_END = re.compile(r"(?<=[.!?\u2026\u3002\uff01\uff1f\u061f\u0964])\s+")
 SEGMENT_SECONDS = 0.25  # pysbd's time for the lines of a request's texts
 START_SECONDS = 120.0  # the most a fresh pysbd process may take to start
+POLL_SECONDS = 0.02  # how often a request waiting for pysbd looks whether its client has gone
 
 
 @dataclasses.dataclass(frozen=True)
@@ -76,28 +80,29 @@ def serve_segments(connection: Connection) -> None:
             connection.send(segmenter(language).segment(line))
 
 
+class Cancelled(Exception):
+    """The client of the request being laid out has gone."""
+
+
 @dataclasses.dataclass
 class Budget:
     """The time pysbd may still take for one request's texts: its own time, not the time spent waiting for
-    another request's turn or for a fresh process to start."""
+    another request's turn or for a fresh process to start; and whether the request's client has gone
+    (`cancelled`, set from another thread)."""
 
     seconds: float = dataclasses.field(default_factory=lambda: SEGMENT_SECONDS)
+    cancelled: threading.Event = dataclasses.field(default_factory=threading.Event)
+
+    def check(self) -> None:
+        """Cancelled if the request's client has gone."""
+        if self.cancelled.is_set():
+            raise Cancelled("the client has gone")
 
 
-class BoundedSegmenter:
-    """pysbd in a process of its own, one call at a time, given what is left of a request's `Budget` for a call's
-    lines: one that runs over is killed and a fresh process started at once."""
+class SegmenterProcess:
+    """One pysbd process (`serve_segments`) and the parent's end of its pipe."""
 
     def __init__(self):
-        self.lock = threading.Lock()
-        self.process: multiprocessing.Process | None = None
-        self.connection: Connection | None = None
-        self.ready = False
-
-    def start(self) -> None:
-        """Starts the process (if it is not running) without waiting for it."""
-        if self.process is not None and self.process.is_alive():
-            return
         context = multiprocessing.get_context("spawn")  # a fork would copy the server's threads' locks
         self.connection, child = context.Pipe()
         self.process = context.Process(target=serve_segments, args=(child,), name="pysbd", daemon=True)
@@ -105,37 +110,86 @@ class BoundedSegmenter:
         child.close()
         self.ready = False
 
-    def _await_ready(self) -> None:
-        """Waits for the process to say it is ready."""
-        if not self.ready:
-            if not self.connection.poll(START_SECONDS):
-                raise RuntimeError(f"the sentence splitter's process did not start in {START_SECONDS:.0f} s")
-            self.connection.recv()
-            self.ready = True
+    def await_ready(self, budget: Budget) -> bool:
+        """Waits (at most `START_SECONDS`) for the process to say it is ready; False if it did not (it died)."""
+        deadline = time.monotonic() + START_SECONDS
+        while not self.ready:
+            budget.check()
+            try:
+                if self.connection.poll(POLL_SECONDS):
+                    self.ready = self.connection.recv() == "ready"
+                    return self.ready
+            except (EOFError, OSError):
+                return False
+            if time.monotonic() > deadline:
+                return False
+        return True
 
-    def _restart(self) -> None:
+    def stop(self) -> None:
         self.process.kill()
         self.process.join()
         self.connection.close()
-        self.process = None
+
+
+class BoundedSegmenter:
+    """pysbd in a process of its own, one call at a time, given what is left of a request's `Budget` for a call's
+    lines: one that runs over, or whose client has gone, is killed and the spare process (started beforehand)
+    takes its place, a new spare starting behind it."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.current: SegmenterProcess | None = None
+        self.spare: SegmenterProcess | None = None
+
+    def start(self) -> None:
+        """Starts the process and its spare (where they are not running) without waiting for them."""
+        if self.current is None or not self.current.process.is_alive():
+            self.current, self.spare = self.spare or SegmenterProcess(), None
+        if self.spare is None or not self.spare.process.is_alive():
+            self.spare = SegmenterProcess()
+
+    def _replace(self) -> None:
+        """Kills the process; the spare takes its place."""
+        self.current.stop()
+        self.current = None
         self.start()
+
+    def _turn(self, budget: Budget) -> None:
+        """Takes the lock, waiting for it as long as the request's client is there."""
+        while not self.lock.acquire(timeout=POLL_SECONDS):
+            budget.check()
 
     def segment(self, lines: list[str], language: str, budget: Budget) -> list[list[str] | None]:
         """pysbd's sentences of each line, or None for the lines it has not split within `budget` (which is
-        charged with the time it took)."""
-        found: list[list[str] | None] = []
-        with self.lock:
+        charged with the time it took) or because its process died. Cancelled if the client goes meanwhile."""
+        self._turn(budget)
+        try:
             self.start()
-            self._await_ready()
-            started = time.monotonic()
-            self.connection.send((language, lines))
-            while len(found) < len(lines):
-                if not self.connection.poll(max(0.0, budget.seconds - (time.monotonic() - started))):
-                    self._restart()  # still matching
-                    break
-                found.append(self.connection.recv())
-            budget.seconds -= time.monotonic() - started
+            found = self._ask(lines, language, budget) if self.current.await_ready(budget) else []
+            if len(found) < len(lines):
+                self._replace()  # still matching, dead, or working for a client that has gone
+        finally:
+            self.lock.release()
+        budget.check()
         return found + [None] * (len(lines) - len(found))
+
+    def _ask(self, lines: list[str], language: str, budget: Budget) -> list[list[str]]:
+        """The sentences of the lines the process splits within `budget` (charged with the time it took), while
+        the client is there and the process lives."""
+        found: list[list[str]] = []
+        started = time.monotonic()
+        try:
+            self.current.connection.send((language, lines))
+            while len(found) < len(lines) and not budget.cancelled.is_set():
+                left = budget.seconds - (time.monotonic() - started)
+                if left <= 0:
+                    break
+                if self.current.connection.poll(min(left, POLL_SECONDS)):
+                    found.append(self.current.connection.recv())
+        except (EOFError, OSError):  # the process died
+            pass
+        budget.seconds -= time.monotonic() - started
+        return found
 
 
 SEGMENTER = BoundedSegmenter()
@@ -181,7 +235,7 @@ def _cut_point(sentence: str) -> tuple[int, int]:
     at the clause boundary nearest the middle (its punctuation stays with the first part), else at the space
     nearest the middle, else in the middle."""
     middle = len(sentence) / 2
-    clauses = [(len(sentence[: m.end()].rstrip()), m.end()) for m in CLAUSE_END.finditer(sentence)]
+    clauses = [(m.start() + len(m.group().rstrip()), m.end()) for m in CLAUSE_END.finditer(sentence)]
     spaces = [(m.start(), m.end()) for m in SPACE.finditer(sentence)]
     for cuts in (clauses, spaces):
         cuts = [(end, start) for end, start in cuts if 0 < end and start < len(sentence)]

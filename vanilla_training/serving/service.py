@@ -21,12 +21,13 @@ from .detect import Detector, translatable
 from .documents import Layout, layout, layout_sentences, translated_versions
 from .files import FileStore
 from .metrics import Metrics
-from .paragraphs import SEGMENTER, Budget
+from .paragraphs import SEGMENTER, Budget, Cancelled
 from .parsing import ApiError, TranslateCall
 from .settings import ServeSettings
 from .suggestions import Suggestions
 
 DISCONNECT_POLL_SECONDS = 0.05
+LAYOUT_THREADS = 32  # requests laid out at once (most of them waiting for pysbd's turn: see `paragraphs`)
 SURE = 50  # percent: a language not served into the target this likely is refused for source `auto` (`detect_source`)
 PIVOT = "en"  # the language to pivot through where several are shared
 
@@ -135,7 +136,8 @@ class Service:
         self.access = Access(settings)  # API keys and rate limits
         self.files = FileStore(capacity=settings.file_store_bytes)  # translated files for /download_file
         self.suggestions = Suggestions(settings.suggestions_db) if settings.suggestions else None
-        self.executors: list[ThreadPoolExecutor] = []
+        self.layout_threads = ThreadPoolExecutor(max_workers=LAYOUT_THREADS, thread_name_prefix="layout")
+        self.executors: list[ThreadPoolExecutor] = [self.layout_threads]
         self.batchers: list[Batcher] = []
 
     def start(self, model_thread: ThreadPoolExecutor) -> None:
@@ -201,13 +203,12 @@ class Service:
             return overall
         return detector.detect(text)[0]
 
-    def lay_out(self, call: TranslateCall) -> list[Text]:
-        """Each text of `call` with its pair and sentences (pysbd given one `paragraphs.Budget` for them all), and
-        the detected language of source `auto`; ApiError 400 where no model translates from that language into the
-        target, or for sentences over the sentence limit or the queue's size."""
+    def lay_out(self, call: TranslateCall, budget: Budget) -> list[Text]:
+        """Each text of `call` with its pair and sentences (pysbd given `budget` for them all), and the detected
+        language of source `auto`; ApiError 400 where no model translates from that language into the target, or for
+        sentences over the sentence limit or the queue's size."""
         detected = self.detect_source(call.texts, call.target) if call.source == "auto" else None
         source = call.source if detected is None else detected["language"]
-        budget = Budget()
         texts = []
         for text in call.texts:
             pair = self.pair_for(text, source, call.target)
@@ -238,8 +239,17 @@ class Service:
     async def translate(
         self, call: TranslateCall, disconnected: Callable[[], Awaitable[bool]]
     ) -> tuple[list[str], list[list[str]], list[dict | None]]:
-        """Each text's best translation, its alternatives, and its detected language (source `auto`)."""
-        texts = await asyncio.to_thread(self.lay_out, call)
+        """Each text's best translation, its alternatives, and its detected language (source `auto`). The texts are
+        laid out on a thread of `layout_threads`; a client that goes meanwhile stops its layout (ApiError 499)."""
+        budget = Budget()
+        layout_work = asyncio.get_running_loop().run_in_executor(self.layout_threads, self.lay_out, call, budget)
+        try:
+            texts = await unless_gone(layout_work, disconnected)
+        except Cancelled:
+            raise ApiError(499, "Client closed the request") from None
+        finally:
+            budget.cancelled.set()  # the layout is done, or its client has gone: it stops, and its end is not awaited
+            layout_work.cancel()
         hypotheses = 1 if call.text_format == "html" else call.alternatives + 1  # as LibreTranslate: none for HTML
         by_pair: dict[tuple[str, str], list[str]] = {}
         for text in texts:
@@ -283,11 +293,7 @@ class Service:
         (ApiError 499). ApiError 503 where the queue is full, 500 where the model fails."""
         work = asyncio.ensure_future(batcher.translate(sentences, hypotheses))
         try:
-            while not work.done():
-                await asyncio.wait({work}, timeout=DISCONNECT_POLL_SECONDS)
-                if not work.done() and await disconnected():
-                    raise ApiError(499, "Client closed the request")
-            return work.result()
+            return await unless_gone(work, disconnected)
         except QueueFull as error:
             raise ApiError(503, f"Slowdown: {error}", headers={"Retry-After": "1"}) from error
         except ApiError:
@@ -296,3 +302,12 @@ class Service:
             raise ApiError(500, f"Cannot translate text: {error}") from error
         finally:
             work.cancel()
+
+
+async def unless_gone(work: asyncio.Future, disconnected: Callable[[], Awaitable[bool]]):
+    """The result of `work`, looking every `DISCONNECT_POLL_SECONDS` whether the client has gone (ApiError 499)."""
+    while not work.done():
+        await asyncio.wait({work}, timeout=DISCONNECT_POLL_SECONDS)
+        if not work.done() and await disconnected():
+            raise ApiError(499, "Client closed the request")
+    return work.result()

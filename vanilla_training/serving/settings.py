@@ -1,18 +1,42 @@
 """Every setting of the server, declared once: `ServeSettings`, whose fields carry their `vanilla-serve` option,
 help text and default. The command line is built from it (`add_options`, `settings_from`), and the app and the
-batchers read it; a field is the option of the same name (`batch_wait_ms` is `--batch-wait-ms`)."""
+batchers read it; a field is the option of the same name (`batch_wait_ms` is `--batch-wait-ms`). Every option can
+also be set by an environment variable (`environment_names`): VANILLA_SERVE_ and the field's name in capitals
+(`VANILLA_SERVE_BATCH_WAIT_MS`), or LibreTranslate's own name (`LT_CHAR_LIMIT`) where its option means the same;
+the command line wins over the environment."""
 
 import argparse
 import dataclasses
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-BACKENDS = ("torch", "ctranslate2")
+BACKENDS = ("auto", "torch", "ctranslate2")
 BATCHING = ("continuous", "batches")
 PRECISIONS = ("auto", "fp32", "bf16")
-QUANTIZATIONS = ("float32", "int8")
+QUANTIZATIONS = ("auto", "float32", "int8")
 LOG_LEVELS = ("critical", "error", "warning", "info", "debug")
+ENVIRONMENT_PREFIX = "VANILLA_SERVE_"
+# The options LibreTranslate has with the same meaning, which its LT_ variables set too (LT_API_KEYS is not among
+# them: LibreTranslate's turns its key database on, ours names a file of keys).
+LIBRETRANSLATE_OPTIONS = frozenset(
+    {
+        "host",
+        "port",
+        "char_limit",
+        "req_limit",
+        "req_limit_storage",
+        "batch_limit",
+        "alternatives_limit",
+        "metrics_auth_token",
+        "suggestions",
+        "disable_files_translation",
+        "require_api_key_origin",
+        "under_attack",
+    }
+)
+TRUE, FALSE = ("true", "1", "yes", "on"), ("false", "0", "no", "off", "")
 
 
 def positive(text: str) -> int:
@@ -86,13 +110,22 @@ class ServeSettings:
 
     host: str = option("address to listen on (127.0.0.1: this machine only; 0.0.0.0: every interface)", "127.0.0.1")
     port: int = option("port to listen on (0: any free port)", 5000, type=int)
-    backend: str = option("what runs the model", "torch", choices=BACKENDS)
+    backend: str = option(
+        "what runs the model: auto is ctranslate2 where it is installed (the fastest on a CPU), else torch",
+        "auto",
+        choices=BACKENDS,
+    )
     precision: str = option(
         "torch backend: auto is bf16 where the GPU or CPU computes bfloat16 natively, else fp32",
         "auto",
         choices=PRECISIONS,
     )
-    quantization: str = option("ctranslate2 backend: weight type", "int8", choices=QUANTIZATIONS)
+    quantization: str = option(
+        "ctranslate2 backend: weight type; auto is int8 where the CPU computes int8 natively (VNNI or AMX), else "
+        "float32 (int8 is the slower without them)",
+        "auto",
+        choices=QUANTIZATIONS,
+    )
     ct2_cache: Path | None = option(
         "ctranslate2 backend: where models exported on the fly are kept",
         None,
@@ -122,6 +155,12 @@ class ServeSettings:
         -1,
         type=limit,
         metavar="N",
+    )
+    req_limit_storage: str = option(
+        "where --req-limit and the keys' limits are counted: memory:// (this process) or a storage URI of the limits "
+        "library shared by replicas, e.g. redis://HOST:6379 (as LibreTranslate's)",
+        "memory://",
+        metavar="URI",
     )
     require_api_key_origin: str = option(
         "with --api-keys: a request needs a key unless its Origin header matches this regular expression (your "
@@ -163,7 +202,8 @@ class ServeSettings:
     )
     max_body_bytes: int = option("largest request body; a larger one gets 413", 1_000_000, type=positive, metavar="N")
     batch_wait_ms: float = option(
-        "a batch starts once no sentence has come for MS milliseconds (at most 10 x MS after the model is free)",
+        "batch by batch: a lane freed by a batch that answered several requests waits until their clients are back, "
+        "no sentence has come for MS milliseconds, or 10 x MS (a request finding the model idle starts at once)",
         5.0,
         type=non_negative,
         metavar="MS",
@@ -200,13 +240,43 @@ def option_name(field: dataclasses.Field) -> str:
     return "--" + field.name.replace("_", "-")
 
 
-def add_options(parser: argparse.ArgumentParser) -> None:
-    """Adds an option for each field of `ServeSettings` to `parser`, with the field's default."""
+def environment_names(field: dataclasses.Field) -> list[str]:
+    """The environment variables that set a field, the first found winning: VANILLA_SERVE_NAME, then LibreTranslate's
+    LT_NAME where its option means the same."""
+    names = [ENVIRONMENT_PREFIX + field.name.upper()]
+    return names + ["LT_" + field.name.upper()] if field.name in LIBRETRANSLATE_OPTIONS else names
+
+
+def environment_value(field: dataclasses.Field, text: str, default: Any) -> Any:
+    """An environment variable's `text` as the value of `field` (whose default is `default`); ValueError or
+    argparse.ArgumentTypeError saying what is wrong."""
+    meta = field.metadata
+    if isinstance(default, bool):
+        if text.strip().lower() not in TRUE + FALSE:
+            raise ValueError(f"expected one of {', '.join(TRUE + FALSE[:-1])}")
+        return text.strip().lower() in TRUE
+    if meta["choices"] is not None and text not in meta["choices"]:
+        raise ValueError(f"expected one of {', '.join(meta['choices'])}")
+    return meta["type"](text) if meta["type"] is not None else text
+
+
+def add_options(parser: argparse.ArgumentParser, environ: dict[str, str] | None = None) -> None:
+    """Adds an option for each field of `ServeSettings` to `parser`, with the field's default, or the value of its
+    environment variable (`environment_names`) in `environ` (os.environ if None): one that is wrong is a command-line
+    error naming the variable."""
+    environ = os.environ if environ is None else environ
     defaults = ServeSettings()
     for field in dataclasses.fields(ServeSettings):
         meta = field.metadata
         default = getattr(defaults, field.name)
+        name = next((name for name in environment_names(field) if name in environ), None)
+        if name is not None:
+            try:
+                default = environment_value(field, environ[name], default)
+            except (ValueError, argparse.ArgumentTypeError) as error:
+                parser.error(f"{name}={environ[name]!r}: {error}")
         shown = meta["shown"] or (f"{default:,}" if isinstance(default, int) and default > 9999 else default)
+        shown = f"{shown}; {', '.join(environment_names(field))}"
         extra = {key: meta[key] for key in ("type", "metavar", "choices") if meta[key] is not None}
         if isinstance(default, bool):  # a flag: given, it is True
             extra = {"action": "store_true"}

@@ -28,7 +28,7 @@ def load_backend(model: str, settings: ServeSettings) -> "Backend":
     """The backend serving MODEL (a run or model folder, a Hub id, or any of them as MODEL:SOURCE-TARGET);
     ValueError naming the model and the problem."""
     from ..translator import load_translator
-    from .backends import CTranslate2Backend, TorchBackend
+    from .backends import CTranslate2Backend, TorchBackend, fastest_backend
 
     named = PAIR.match(model) if not Path(model).exists() else None
     folder, source, target = (named["model"], named["source"], named["target"]) if named else (model, None, None)
@@ -38,12 +38,13 @@ def load_backend(model: str, settings: ServeSettings) -> "Backend":
         raise ValueError(f"{model}: {error}") from None
     if not translator.directions:
         raise ValueError(f"{model} records no languages: give them as {model}:SOURCE-TARGET (e.g. {model}:en-de)")
-    if settings.backend == "torch":
+    kind, quantization, reason = fastest_backend(settings.backend, settings.quantization)
+    if kind == "torch":
         backend = TorchBackend(translator, settings.precision, settings.beams, settings.batching)
     else:
-        backend = CTranslate2Backend(translator, settings.quantization, settings.ct2_cache, settings.beams)
+        backend = CTranslate2Backend(translator, quantization, settings.ct2_cache, settings.beams)
     languages = "-".join(translator.languages or ()) or f"any two of {', '.join(translator.all_languages)}"
-    print(f"{model}: {languages}, {backend.description}", file=sys.stderr, flush=True)
+    print(f"{model}: {languages}, {backend.description}{reason}", file=sys.stderr, flush=True)
     return backend
 
 
