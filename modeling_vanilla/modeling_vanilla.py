@@ -866,15 +866,15 @@ class VanillaForConditionalGeneration(VanillaPreTrainedModel, GenerationMixin):
         forced = kwargs.get("forced_bos_token_id")
         forced = getattr(config, "forced_bos_token_id", None) if forced is None else forced
         teach = (
-            f"forced_bos_token_id=tokenizer.get_lang_id(language), e.g. generate(..., "
-            f"forced_bos_token_id=tokenizer.get_lang_id({next(iter(languages))!r}))"
+            f"give the target language's token as forced_bos_token_id=tokenizer.get_lang_id(language), e.g. "
+            f"generate(..., forced_bos_token_id=tokenizer.get_lang_id({next(iter(languages))!r}))"
         )
         if forced is None:
-            raise ValueError(f"this model translates into {', '.join(languages)}: give the target language as {teach}")
+            raise ValueError(f"this model translates into {', '.join(languages)}: {teach}")
         if forced not in languages.values():
             raise ValueError(
                 f"forced_bos_token_id={forced!r} is not the token of a language of this model ({', '.join(languages)}):"
-                f" give the target language as {teach}"
+                f" {teach}"
             )
 
 

@@ -46,7 +46,7 @@ def test_generate_refuses_a_forced_bos_token_id_that_is_no_language_of_the_model
         with pytest.raises(
             ValueError,
             match=rf"forced_bos_token_id={forced} is not the token of a language of this "
-            r"model \(en, de, ko\): give the target language as forced_bos_token_id="
+            r"model \(en, de, ko\): give the target language's token as forced_bos_token_id="
             r"tokenizer.get_lang_id\(language\)",
         ):
             model.generate(**inputs, forced_bos_token_id=forced, max_new_tokens=2)
