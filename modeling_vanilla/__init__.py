@@ -6,7 +6,8 @@ this package is not installed). `TranslationPipeline` is `pipeline("translation"
 `pipeline_vanilla.py`); `VanillaTokenizer` is the tokenizer of a multilingual model (see `tokenization_vanilla.py`).
 """
 
-from transformers import AutoConfig, AutoModel, AutoModelForSeq2SeqLM, AutoTokenizer
+from transformers import AutoConfig, AutoModel, AutoModelForSeq2SeqLM
+from transformers.models.auto.tokenization_auto import REGISTERED_TOKENIZER_CLASSES
 
 from .configuration_vanilla import PRESETS, VanillaConfig
 from .gnmt_beam_search import gnmt_beam_search, gnmt_length_penalty
@@ -25,7 +26,10 @@ from .tokenization_vanilla import VanillaTokenizer, language_token
 AutoConfig.register(VanillaConfig.model_type, VanillaConfig)
 AutoModel.register(VanillaConfig, VanillaModel)
 AutoModelForSeq2SeqLM.register(VanillaConfig, VanillaForConditionalGeneration)
-AutoTokenizer.register(VanillaConfig, tokenizer_class=VanillaTokenizer)
+# AutoTokenizer finds VanillaTokenizer by the name a multilingual folder's tokenizer_config.json gives
+# (`tokenizer_class`), as `AutoTokenizer.register` would make it; VanillaConfig itself is mapped to no tokenizer
+# class, so that a folder that names none gets transformers' default (a tokenizer of one direction), not this one.
+REGISTERED_TOKENIZER_CLASSES[VanillaTokenizer.__name__] = VanillaTokenizer
 VanillaConfig.register_for_auto_class()
 VanillaModel.register_for_auto_class("AutoModel")
 VanillaForConditionalGeneration.register_for_auto_class("AutoModelForSeq2SeqLM")

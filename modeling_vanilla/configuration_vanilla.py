@@ -22,6 +22,9 @@ from transformers import PreTrainedConfig
 ACTIVATIONS = ("relu", "gelu", "swish", "silu")
 # "interleaved" is the paper's (sin on even, cos on odd dimensions); "sin_then_cos" is Marian's (all sines first).
 POSITIONAL_ENCODING_LAYOUTS = ("interleaved", "sin_then_cos")
+# A multilingual model's language tokens follow the four special tokens (<pad> 0, <unk> 1, <s> 2, </s> 3), in the
+# order of `languages`: where `vanilla_training.tokenizer.train_joint_bpe` puts them.
+FIRST_LANGUAGE_TOKEN_ID = 4
 
 
 def _size(
@@ -95,8 +98,8 @@ class VanillaConfig(PreTrainedConfig):
 
     A multilingual model records its languages (ISO 639-1 codes) as `config.languages`, an open attribute as
     `VanillaConfig(languages=["en", "de", "fr"])` gives it; its tokenizer has a target-language token for each
-    (`tokenization_vanilla.py`), and `generate` needs the target's as `forced_bos_token_id`. A model of one
-    direction has no `languages`.
+    (`tokenization_vanilla.py`), with the ids of `language_token_ids`, and `generate` needs the target's as
+    `forced_bos_token_id`. A model of one direction has no `languages`.
     """
 
     model_type = "vanilla"
@@ -148,6 +151,13 @@ class VanillaConfig(PreTrainedConfig):
             self.validate()
         except StrictDataclassClassValidationError as error:
             raise error.__cause__ from None
+
+    @property
+    def language_token_ids(self) -> dict[str, int]:
+        """A multilingual model's target-language token ids by language (`FIRST_LANGUAGE_TOKEN_ID` on, in the order
+        of `languages`); empty for a model of one direction."""
+        languages = getattr(self, "languages", None) or []
+        return {language: FIRST_LANGUAGE_TOKEN_ID + index for index, language in enumerate(languages)}
 
     @classmethod
     def from_preset(cls, name: str, **overrides: Any) -> "VanillaConfig":
@@ -232,4 +242,11 @@ class VanillaConfig(PreTrainedConfig):
                 )
 
 
-__all__ = ["ACTIVATIONS", "PAPER_PRESETS", "POSITIONAL_ENCODING_LAYOUTS", "PRESETS", "VanillaConfig"]
+__all__ = [
+    "ACTIVATIONS",
+    "FIRST_LANGUAGE_TOKEN_ID",
+    "PAPER_PRESETS",
+    "POSITIONAL_ENCODING_LAYOUTS",
+    "PRESETS",
+    "VanillaConfig",
+]

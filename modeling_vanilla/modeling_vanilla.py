@@ -840,20 +840,12 @@ class VanillaForConditionalGeneration(VanillaPreTrainedModel, GenerationMixin):
         generation config sets `max_length` or `max_new_tokens`, at most source length + 50 new tokens. The source
         is `inputs`, `input_ids`, `inputs_embeds` or `encoder_outputs` (a `BaseModelOutput`, or a tuple as the
         forward takes it). A multilingual model (`config.languages`) needs the target language: its token as
-        `forced_bos_token_id` (or a decoder prompt in `decoder_input_ids`); ValueError naming the choices without."""
+        `forced_bos_token_id` (`tokenizer.get_lang_id(language)`; or a decoder prompt in `decoder_input_ids`);
+        ValueError naming the choices without it, or with a `forced_bos_token_id` that is no language's token."""
         if kwargs.get("encoder_outputs") is not None:  # transformers' beam search expands only a BaseModelOutput
             kwargs["encoder_outputs"] = as_encoder_output(kwargs["encoder_outputs"])
         config = generation_config if generation_config is not None else self.generation_config
-        languages = getattr(self.config, "languages", None)
-        if languages and all(
-            kwargs.get(k) is None and getattr(config, k, None) is None
-            for k in ("forced_bos_token_id", "decoder_input_ids")
-        ):
-            raise ValueError(
-                f"this model translates into {', '.join(languages)}: give the target language's token as "
-                f"forced_bos_token_id, e.g. generate(..., forced_bos_token_id=tokenizer.convert_tokens_to_ids("
-                f"'__{languages[0]}__'))"
-            )
+        self._check_target_language(kwargs, config)
         length_unset = all(
             kwargs.get(k) is None and getattr(config, k) is None for k in ("max_length", "max_new_tokens")
         )
@@ -864,6 +856,26 @@ class VanillaForConditionalGeneration(VanillaPreTrainedModel, GenerationMixin):
             if source is not None:
                 kwargs["max_new_tokens"] = source.shape[1] + EXTRA_OUTPUT_LENGTH
         return super().generate(inputs, generation_config, **kwargs)
+
+    def _check_target_language(self, kwargs: dict, config: GenerationConfig) -> None:
+        """A multilingual model's `generate` is told its target: a decoder prompt, or a `forced_bos_token_id` that is
+        one of `config.language_token_ids`; ValueError naming the languages otherwise."""
+        languages = self.config.language_token_ids
+        if not languages or kwargs.get("decoder_input_ids") is not None:
+            return
+        forced = kwargs.get("forced_bos_token_id")
+        forced = getattr(config, "forced_bos_token_id", None) if forced is None else forced
+        teach = (
+            f"give the target language's token as forced_bos_token_id=tokenizer.get_lang_id(language), e.g. "
+            f"generate(..., forced_bos_token_id=tokenizer.get_lang_id({next(iter(languages))!r}))"
+        )
+        if forced is None:
+            raise ValueError(f"this model translates into {', '.join(languages)}: {teach}")
+        if forced not in languages.values():
+            raise ValueError(
+                f"forced_bos_token_id={forced!r} is not the token of a language of this model ({', '.join(languages)}):"
+                f" {teach}"
+            )
 
 
 __all__ = [

@@ -24,6 +24,8 @@ Behaviour (as transformers 4's `TranslationPipeline`, plus defined edge cases):
 - An empty or whitespace-only string translates to `""`; the model does not run for it.
 - An input longer than the tokenizer's `model_max_length` is truncated to it, with a warning that names how many
   tokens were dropped.
+- An input is text: `"__fr__ la maison"`, `"a </s> b"` or `"<unk>"` are characters to translate, never special tokens
+  (`split_special_tokens`), so no input can choose the target language or end itself early.
 - An input that is not a string (or a list of strings) raises `TypeError` naming its type.
 - A multilingual model (its config has `languages`) takes the direction as M2M-100 and NLLB do:
   `pipe(text, src_lang="de", tgt_lang="fr")` (or `pipeline(..., src_lang=..., tgt_lang=...)`); the target's language
@@ -86,14 +88,14 @@ class TranslationPipeline(Pipeline):
         if not text.strip():
             empty = torch.zeros((1, 0), dtype=torch.long)
             return {"input_ids": empty, "attention_mask": empty}
-        encoded = self.tokenizer(text, return_tensors="pt", verbose=False)
+        encoded = self.tokenizer(text, return_tensors="pt", verbose=False, split_special_tokens=True)
         length, limit = encoded["input_ids"].shape[1], self.tokenizer.model_max_length
         if length > limit:
             logger.warning(
                 f"TranslationPipeline: an input of {length} tokens is longer than the tokenizer's model_max_length "
                 f"({limit}); it is truncated and its last {length - limit} tokens are dropped"
             )
-            encoded = self.tokenizer(text, return_tensors="pt", truncation=True)
+            encoded = self.tokenizer(text, return_tensors="pt", truncation=True, split_special_tokens=True)
         return {"input_ids": encoded["input_ids"], "attention_mask": encoded["attention_mask"]}
 
     def _forward(self, model_inputs: dict[str, torch.Tensor], **generate_kwargs) -> dict[str, torch.Tensor]:

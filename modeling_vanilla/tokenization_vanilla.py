@@ -9,9 +9,11 @@ M2M-100 and NLLB are:
 
     tokenizer.src_lang, tokenizer.tgt_lang = "de", "fr"
     inputs = tokenizer("Im Anfang schuf Gott den Himmel und die Erde.", return_tensors="pt")
-    ids = model.generate(**inputs, forced_bos_token_id=tokenizer.convert_tokens_to_ids("__fr__"))
+    ids = model.generate(**inputs, forced_bos_token_id=tokenizer.get_lang_id("fr"))
     tokenizer.batch_decode(ids, skip_special_tokens=True)  # the language token is a special token: dropped
 
+`get_lang_id` refuses, naming the choices, a language the model does not have (`convert_tokens_to_ids("__it__")`
+would give `<unk>`'s id); M2M-100's `lang_code_to_id` and `id_to_lang_token` are there too.
 `src_lang` is checked and kept (tools read it, e.g. to split a paragraph into sentences) but changes no token id.
 `languages`, `src_lang` and `tgt_lang` are keyword arguments of the constructor, saved in `tokenizer_config.json`.
 The class defines no `__init__`, so that `from_pretrained` loads `tokenizer.json` exactly as it was saved.
@@ -68,6 +70,16 @@ class VanillaTokenizer(TokenizersBackend):
         """The id of the token of `language`: the `forced_bos_token_id` that makes `generate` translate into it."""
         return self.convert_tokens_to_ids(self.get_lang_token(language))
 
+    @property
+    def lang_code_to_id(self) -> dict[str, int]:
+        """Each language's token id, as M2M-100's tokenizer has it: {"fr": id of "__fr__", ...}."""
+        return {language: self.get_lang_id(language) for language in self.languages}
+
+    @property
+    def id_to_lang_token(self) -> dict[int, str]:
+        """Each language token by its id, as M2M-100's tokenizer has it: {id of "__fr__": "__fr__", ...}."""
+        return {self.get_lang_id(language): language_token(language) for language in self.languages}
+
     def _set_template(self, prefix: list[str]) -> None:
         eos = self.eos_token
         self._tokenizer.post_processor = processors.TemplateProcessing(
@@ -88,19 +100,6 @@ class VanillaTokenizer(TokenizersBackend):
                 f"choose one of {', '.join(self.languages)}"
             )
         self._set_template([self.get_lang_token(self.tgt_lang)])
-
-    def _build_translation_inputs(
-        self, raw_inputs, return_tensors: str | None, src_lang: str | None, tgt_lang: str | None, **extra_kwargs
-    ):
-        """The encoded sources and the `forced_bos_token_id` of `tgt_lang` (transformers' hook of the translation
-        pipeline, as NLLB's and M2M-100's tokenizers have it)."""
-        if tgt_lang is None:
-            raise ValueError(f"translation needs a tgt_lang; choose one of {', '.join(self.languages)}")
-        if src_lang is not None:
-            self.src_lang = src_lang
-        inputs = self(raw_inputs, return_tensors=return_tensors, **extra_kwargs)
-        inputs["forced_bos_token_id"] = self.get_lang_id(tgt_lang)
-        return inputs
 
 
 __all__ = ["VanillaTokenizer", "language_token"]

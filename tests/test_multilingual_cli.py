@@ -14,13 +14,15 @@ import sys
 from pathlib import Path
 
 import pytest
+import sacrebleu
 import yaml
 from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
 from vanilla_training.attention_heatmaps import attention_maps
 from vanilla_training.card import licence_values, render_card
 from vanilla_training.cli.train import parse_args
-from vanilla_training.corpus import VERSIONS, free_versions, multilingual
+from vanilla_training.corpus import VERSIONS, free_versions, load_corpus, multilingual
+from vanilla_training.preprocess import sentences
 from vanilla_training.translator import translate
 
 from hub_server import FakeHub
@@ -31,11 +33,13 @@ WORDS = {
     "en": ["the king", "the woman", "the child", "the shepherd", "the river", "the city", "the house", "the bread"],
     "de": ["der König", "die Frau", "das Kind", "der Hirte", "der Fluss", "die Stadt", "das Haus", "das Brot"],
     "fr": ["le roi", "la femme", "l'enfant", "le berger", "le fleuve", "la ville", "la maison", "le pain"],
+    "ko": ["왕이", "여자가", "아이가", "목자가", "강이", "도시가", "집이", "빵이"],  # BLEU's own tokenizer: char
 }
 VERBS = {
     "en": ["sees", "loves", "finds", "blesses"],
     "de": ["sieht", "liebt", "findet", "segnet"],
     "fr": ["voit", "aime", "trouve", "bénit"],
+    "ko": ["본다", "사랑한다", "찾는다", "축복한다"],
 }
 GENESIS, ESTHER, JOHN = 1, 17, 43
 
@@ -74,6 +78,12 @@ def bible_db(path: Path) -> Path:
     return path
 
 
+def own_words(code: str) -> set[str]:
+    """The words of the toy's language `code` that no other of its languages has."""
+    words = {language: set(" ".join(WORDS[language] + VERBS[language]).lower().split()) for language in WORDS}
+    return words[code] - set().union(*(words[language] for language in words if language != code))
+
+
 def command(name: str, *args: str, env: dict, stdin: str | None = None) -> subprocess.CompletedProcess:
     result = subprocess.run([str(BIN / name), *args], input=stdin, capture_output=True, text=True, env=env, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
@@ -108,11 +118,9 @@ def test_the_model_records_its_languages_and_every_direction_s_test_scores(run: 
     assert results["multilingual"] == {"languages": LANGUAGES, "directions": DIRECTIONS}
     assert sorted(results["test"]["directions"]) == sorted(DIRECTIONS)
     assert all(score["sentences"] == 12 for score in results["test"]["directions"].values())
-    vocabulary = {code: set(" ".join(WORDS[code] + VERBS[code]).lower().split()) for code in LANGUAGES}
     for example in results["test"]["examples"]:  # one a direction: in its target language (words of no other)
         target = example["direction"].split("-")[1]
-        own = vocabulary[target] - set().union(*(vocabulary[code] for code in LANGUAGES if code != target))
-        assert own & set(example["translation"].lower().rstrip(".").split()), example
+        assert own_words(target) & set(example["translation"].lower().rstrip(".").split()), example
 
 
 @pytest.mark.parametrize("direction", DIRECTIONS)
@@ -124,17 +132,30 @@ def test_each_direction_translates_through_vanilla_translate_as_generate_does(
     printed = command(
         "vanilla-translate", str(run), "--source-lang", source, "--target-lang", target, env=environment, stdin=sentence
     ).stdout.strip()
+    assert own_words(target) & set(printed.lower().rstrip(".").split()), printed  # the target's words
     model, tokenizer = AutoModelForSeq2SeqLM.from_pretrained(run).eval(), AutoTokenizer.from_pretrained(run)
     expected = translate(model, tokenizer, [sentence], forced_bos_token_id=tokenizer.get_lang_id(target))
     assert printed == expected[0]
 
 
 @pytest.mark.parametrize("direction", DIRECTIONS)
-def test_each_direction_is_scored_by_vanilla_evaluate_pair(run: Path, environment: dict, direction: str) -> None:
+def test_each_direction_is_scored_by_vanilla_evaluate_pair(
+    run: Path, environment: dict, direction: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The pair's built-in test split holds the same 12 verses as the multilingual one here: decoded as the training's
-    test was (greedy), its scores are the training's scores of that direction."""
+    test was (greedy), its scores are sacreBLEU's of vanilla-translate's translations, and the training's scores of
+    that direction."""
     printed = command("vanilla-evaluate", str(run), "--pair", direction, "--beams", "1", "--json", env=environment)
     scores = json.loads(printed.stdout)
+    for name in ("VANILLA_DATA_DIR", "HF_DATASETS_CACHE"):
+        monkeypatch.setenv(name, environment[name])
+    source, target = direction.split("-")
+    sources, references = sentences(load_corpus(direction)["test"], source, target)
+    options = ("--source-lang", source, "--target-lang", target, "--beams", "1")
+    translated = command("vanilla-translate", str(run), *options, env=environment, stdin="\n".join(sources) + "\n")
+    translations = translated.stdout.splitlines()
+    assert scores["bleu"]["score"] == pytest.approx(sacrebleu.corpus_bleu(translations, [references]).score)
+    assert scores["chrf"]["score"] == pytest.approx(sacrebleu.corpus_chrf(translations, [references]).score)
     recorded = json.loads((run / "training_results.json").read_text())["test"]["directions"][direction]
     assert (scores["test"], scores["sentences"]) == (direction, recorded["sentences"])
     assert (round(scores["bleu"]["score"], 2), scores["bleu"]["signature"]) == (recorded["bleu"], recorded["signature"])
@@ -250,28 +271,64 @@ def test_the_command_line_refuses_what_a_multilingual_run_cannot_do(
 def test_own_files_of_four_columns_train_with_a_direction_left_out_and_still_tested(
     tmp_path: Path, environment: dict
 ) -> None:
-    def write(name: str, verb: int) -> str:
-        rows = [
-            {"source_lang": s, "target_lang": t, "source": say(s, a, verb, b), "target": say(t, a, verb, b)}
+    """Own files in English, German and Korean, de-ko left out: every direction is tested, each with its target's BLEU
+    tokenizer (char into Korean, 13a otherwise), and `vanilla-evaluate` scores text files into Korean as sacreBLEU
+    does vanilla-translate's translations."""
+    languages = ["en", "de", "ko"]
+    directions = [f"{s}-{t}" for s, t in itertools.permutations(languages, 2)]
+    pairs = {
+        verb: [
+            (s, t, say(s, a, verb, b), say(t, a, verb, b))
             for a, b in itertools.permutations(range(4), 2)
-            for s, t in itertools.permutations(LANGUAGES, 2)
+            for s, t in itertools.permutations(languages, 2)
         ]
+        for verb in range(3)
+    }
+
+    def write(name: str, verb: int) -> str:
+        rows = [dict(zip(multilingual.COLUMNS, row, strict=True)) for row in pairs[verb]]
         (tmp_path / name).write_text("".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows))
         return str(tmp_path / name)
 
     files = ["--train-file", write("train.jsonl", 0), "--validation-file", write("validation.jsonl", 1)]
     files += ["--test-file", write("test.jsonl", 2)]
-    sizes = ["--size", "tiny", "--vocab-size", "120", "--max-tokens", "400", "--max-steps", "4", "--eval-steps", "4"]
+    sizes = ["--size", "tiny", "--vocab-size", "160", "--max-tokens", "400", "--max-steps", "4", "--eval-steps", "4"]
     sizes += ["--save-steps", "4", "--average-last", "1", "--bleu-sentences", "4", "--test-beams", "1", "--show", "0"]
     output = tmp_path / "run"
-    options = ["--languages", "en,de,fr", "--leave-out", "de-fr", *files, *sizes, "--output-dir", str(output)]
+    options = ["--languages", ",".join(languages), "--leave-out", "de-ko", *files, *sizes, "--output-dir", str(output)]
     command("vanilla-train", *options, env=environment)
     results = json.loads((output / "final" / "training_results.json").read_text())
-    assert results["multilingual"]["directions"] == [d for d in DIRECTIONS if d != "de-fr"]
-    assert results["data"]["left_out"] == ["de-fr"] and results["data"]["corpus"] == "files"
-    assert sorted(results["test"]["directions"]) == sorted(DIRECTIONS)  # the left-out direction is tested
+    assert results["multilingual"]["directions"] == [d for d in directions if d != "de-ko"]
+    assert results["data"]["left_out"] == ["de-ko"] and results["data"]["corpus"] == "files"
+    assert sorted(results["test"]["directions"]) == sorted(directions)  # the left-out direction is tested
+    for direction, scores in results["test"]["directions"].items():
+        assert f"|tok:{'char' if direction.endswith('-ko') else '13a'}|" in scores["signature"], (direction, scores)
     assert results["data"]["train_pairs"] == 12 * 5  # 12 sentence pairs in each of the 5 directions trained
-    assert "de-fr were left out of training" in (output / "final" / "README.md").read_text()
+    assert "de-ko were left out of training" in (output / "final" / "README.md").read_text()
+    english = [source for s, t, source, _ in pairs[2] if (s, t) == ("en", "ko")]
+    korean = [target for s, t, _, target in pairs[2] if (s, t) == ("en", "ko")]
+    (tmp_path / "test.en").write_text("".join(f"{line}\n" for line in english), encoding="utf-8")
+    (tmp_path / "test.ko").write_text("".join(f"{line}\n" for line in korean), encoding="utf-8")
+    direction = ("--source-lang", "en", "--target-lang", "ko", "--beams", "1")
+    evaluated = command(
+        "vanilla-evaluate",
+        str(output),
+        "--source",
+        str(tmp_path / "test.en"),
+        "--reference",
+        str(tmp_path / "test.ko"),
+        *direction,
+        "--json",
+        env=environment,
+    )
+    scores = json.loads(evaluated.stdout)
+    translations = command(
+        "vanilla-translate", str(output), *direction, "--input", str(tmp_path / "test.en"), env=environment
+    ).stdout.splitlines()
+    assert "|tok:char|" in scores["bleu"]["signature"] and scores["sentences"] == 12
+    assert scores["bleu"]["score"] == pytest.approx(
+        sacrebleu.corpus_bleu(translations, [korean], tokenize="char").score
+    )
 
 
 def test_the_card_s_snippets_translate_in_their_direction(run: Path, tmp_path: Path) -> None:
@@ -284,7 +341,7 @@ def test_the_card_s_snippets_translate_in_their_direction(run: Path, tmp_path: P
     model, tokenizer = AutoModelForSeq2SeqLM.from_pretrained(run).eval(), AutoTokenizer.from_pretrained(run)
     expected = translate(model, tokenizer, [example["source"]], forced_bos_token_id=tokenizer.get_lang_id(target))[0]
     snippets = re.findall(r"```python\n(.*?)```", card, re.DOTALL)
-    assert len(snippets) == 2
+    assert len(snippets) == 2 and f'forced_bos_token_id=tokenizer.get_lang_id("{target}")' in snippets[1]
     for snippet in snippets:
         printed = subprocess.run(
             [sys.executable, "-c", snippet],

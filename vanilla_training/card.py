@@ -584,7 +584,7 @@ def snippet_options(results: dict[str, Any]) -> dict[str, str]:
     source, target = required_value(results, "test.examples", "training_results.json")[0]["direction"].split("-")
     return {
         "pipeline_options": f', src_lang="{source}", tgt_lang="{target}"',
-        "generate_options": f', forced_bos_token_id=tokenizer.convert_tokens_to_ids("__{target}__")',
+        "generate_options": f', forced_bos_token_id=tokenizer.get_lang_id("{target}")',
     }
 
 

@@ -171,9 +171,10 @@ def cache_dir(split: datasets.Dataset) -> Path:
 def encode_directions(tokenizer: PreTrainedTokenizerBase, rows: dict[str, list]) -> dict[str, list[list[int]]]:
     """`input_ids` and `labels` of a batch of rows of any directions (columns `source`, `target`, `target_lang`):
     what `tokenizer(source, text_target=target)` gives with `tokenizer.tgt_lang` set to each row's target language
-    (`source </s>` and `__tgt__ target </s>`), in one pass over the batch."""
-    sources = tokenizer(rows["source"])["input_ids"]
-    targets = tokenizer(rows["target"], add_special_tokens=False)["input_ids"]
+    (`source </s>` and `__tgt__ target </s>`), in one pass over the batch. The texts are read as text: a special
+    token's spelling in them is not the token."""
+    sources = tokenizer(rows["source"], split_special_tokens=True)["input_ids"]
+    targets = tokenizer(rows["target"], add_special_tokens=False, split_special_tokens=True)["input_ids"]
     labels = [
         [tokenizer.get_lang_id(language), *ids, tokenizer.eos_token_id]
         for language, ids in zip(rows["target_lang"], targets, strict=True)

@@ -213,7 +213,9 @@ def load_translator(
 ) -> Translator:
     """The model and tokenizer of `model` (a run folder, a model folder or a Hub id), in evaluation mode and on the
     accelerator if there is one, with its languages (see `resolve_languages`, to which `trained` goes; checked before
-    the weights are read) and, for a multilingual model, all of them.
+    the weights are read) and, for a multilingual model, all of them. The tokenizer reads text as text: `"__fr__ la
+    maison"`, `"a </s> b"` or `"<unk>"` in a user's text are characters, never special tokens (`split_special_tokens`),
+    wherever it is used.
     Only this package's code and transformers' run: a folder that needs other code is refused by transformers;
     FileNotFoundError naming a local folder that holds no model."""
     folder = model_folder(model)
@@ -223,7 +225,7 @@ def load_translator(
         raise FileNotFoundError(f"model folder {str(model)!r} does not exist")
     languages = resolve_languages(model, source_lang, target_lang, trained)
     network = AutoModelForSeq2SeqLM.from_pretrained(folder, trust_remote_code=False).eval()
-    tokenizer = AutoTokenizer.from_pretrained(folder, trust_remote_code=False)
+    tokenizer = AutoTokenizer.from_pretrained(folder, trust_remote_code=False, split_special_tokens=True)
     all_languages = tuple(getattr(network.config, "languages", None) or ())
     if all_languages and tuple(getattr(tokenizer, "languages", ())) != all_languages:
         raise ValueError(f"{folder}: the config's languages {list(all_languages)} are not the tokenizer's")
@@ -246,10 +248,12 @@ def translate(
     padding included (a sentence longer than that goes alone; the batch size can change a translation, rarely:
     padding changes floating-point sums), and each batch may produce up to its longest input + 50 tokens (section
     6.1; given explicitly, so that any seq2seq model is held to it). The model is left in the mode (training or
-    evaluation) it was in."""
+    evaluation) it was in. The sentences are text: a special token's spelling in them is not read as the token."""
     was_training = model.training
     model.eval()
-    lengths = np.array([len(ids) for ids in tokenizer(sentences)["input_ids"]], dtype=np.int64)
+    lengths = np.array(
+        [len(ids) for ids in tokenizer(sentences, split_special_tokens=True)["input_ids"]], dtype=np.int64
+    )
     alone = np.flatnonzero(lengths > max_tokens)
     rest = np.flatnonzero(lengths <= max_tokens)
     batches = [[int(i)] for i in alone]
@@ -257,7 +261,8 @@ def translate(
     translations: list[str] = [""] * len(sentences)
     beams = generate_kwargs.get("num_beams", model.generation_config.num_beams) or 1
     for batch in tqdm(batches, desc=f"translating (beam {beams})", disable=not progress, unit="batch"):
-        inputs = tokenizer([sentences[i] for i in batch], return_tensors="pt", padding=True).to(model.device)
+        texts = [sentences[i] for i in batch]
+        inputs = tokenizer(texts, return_tensors="pt", padding=True, split_special_tokens=True).to(model.device)
         limit = inputs["input_ids"].shape[1] + EXTRA_OUTPUT_LENGTH
         output = model.generate(**inputs, **{"max_new_tokens": limit, **generate_kwargs})
         for i, text in zip(batch, tokenizer.batch_decode(output, skip_special_tokens=True), strict=True):

@@ -11,9 +11,10 @@ test BLEU, so the BLEU printed here is the one training reported for the same mo
 whole split: no `--test-limit`, and the same `--test-beams`). BLEU is sacreBLEU's corpus BLEU, through the `evaluate`
 metric training uses, with the tokenizer that fits the target language (zh for Chinese, char for Japanese and Korean,
 13a otherwise; the signature names it): the pair's, or for files the one the model's training recorded or
-`--target-lang` names. Languages named that are not the model's are refused, as a `--pair` is. chrF is sacreBLEU's
-chrF (character 6-grams, beta 2). With `--pair`, the scores against every free version of the target
-(multi-reference) and with every free version of the source as input follow.
+`--target-lang` names. Languages named that are not the model's are refused, as a `--pair` is. A multilingual
+model translates the files in the direction `--source-lang`/`--target-lang` name (needed: it records many). chrF
+is sacreBLEU's chrF (character 6-grams, beta 2). With `--pair`, the scores against every free version of the
+target (multi-reference) and with every free version of the source as input follow.
 """
 
 import argparse
@@ -25,7 +26,14 @@ from pathlib import Path
 from ..corpus import load_corpus, parse_pair
 from ..evaluation import corpus_bleu, corpus_chrf
 from ..preprocess import load_file, sentences
-from ..translator import LanguageMismatchError, Translator, load_translator, model_folder, resolve_languages
+from ..translator import (
+    LanguageMismatchError,
+    Translator,
+    load_translator,
+    model_folder,
+    resolve_languages,
+    trained_languages,
+)
 from ..wordings import print_wording_scores, rounded_wording_scores, wording_scores
 from .common import add_model_arguments, decoding_options, read_lines
 
@@ -33,7 +41,8 @@ from .common import add_model_arguments, decoding_options, read_lines
 def test_languages(args: argparse.Namespace, parser: argparse.ArgumentParser) -> tuple[str, str] | None:
     """The languages of the test set, checked against those the model's training recorded, as `--pair` is: the
     pair's, or for files the ones named by `--source-lang`/`--target-lang` (for a `--test-file`, its columns), by
-    default the recorded ones; None for plain text files of a model that records none and names none."""
+    default the recorded ones (a multilingual model needs them named); None for plain text files of a model that
+    records none and names none."""
     if args.pair:
         option = "--pair"
         try:
@@ -42,10 +51,16 @@ def test_languages(args: argparse.Namespace, parser: argparse.ArgumentParser) ->
             parser.error(str(error))
     else:
         option, asked = "--source-lang/--target-lang", (args.source_lang, args.target_lang)
+    trained = trained_languages(args.model)
     try:
-        languages = resolve_languages(args.model, *asked)
+        languages = resolve_languages(args.model, *asked, trained)
     except LanguageMismatchError as error:
         parser.error(f"{option}: {error}")
+    if languages is None and trained.languages:
+        parser.error(
+            f"{model_folder(args.model)} translates between any two of {', '.join(trained.languages)}: name the "
+            "test set's direction with --source-lang and --target-lang"
+        )
     if languages is None and args.test_file:
         parser.error(
             f"--test-file: {model_folder(args.model)} records no languages: name the columns with "
