@@ -112,11 +112,12 @@ def write_tsv(path: Path, text: str) -> Path:
 # The search itself, on tiny random models: its oracle is transformers' beam search.
 
 
-def ending_model():
-    """A tiny random model whose logits favour </s> (id 3) a little, so that hypotheses end at different lengths."""
+def ending_model(eos_bias: float = 1.0):
+    """A tiny random model whose logits favour </s> (id 3) by `eos_bias`, so that hypotheses end at different
+    lengths (early, with a large bias)."""
     model = tiny_model(std=0.4, add_final_logits_bias=True)
     with torch.no_grad():
-        model.final_logits_bias[0, 3] = 1.0
+        model.final_logits_bias[0, 3] = eos_bias
     return model
 
 
@@ -148,12 +149,14 @@ def contains(row: list[int], form: list[int]) -> bool:
 def test_every_constraint_appears_and_a_disjunction_needs_one_form():
     """transformers' meaning of force_words_ids: each listed sequence appears in every output; of a list of lists
     (a disjunctive constraint) one form does. Constraints per sentence add to the shared ones. The unconstrained
-    output holds none of them, so the search placed them."""
-    model = ending_model()
+    output (which ends within 3 tokens) holds none of them, so the search placed them."""
+    model = ending_model(eos_bias=4.0)
     shared = [[10, 11], [[20, 21, 22], [23]]]
     own = [[[40, 41, 42]], [], [[5]], [[50], [51, 52]]]
     plain = beam_search(model, 1).sequences.tolist()
-    output = beam_search(model, 1, force_words_ids=shared, force_words_ids_per_sentence=own).sequences.tolist()
+    assert all(3 in row[:4] for row in plain)
+    options = {"force_words_ids": shared, "force_words_ids_per_sentence": own, "early_stopping": True}
+    output = beam_search(model, 1, **options).sequences.tolist()
     for row, plain_row, constraints in zip(output, plain, own, strict=True):
         for constraint in as_constraints(shared + constraints):
             assert any(contains(row, list(form)) for form in constraint)
@@ -175,9 +178,10 @@ def test_beam_allocation_shares_the_beam_among_banks():
         def __init__(self, bank, score):
             self.bank, self.score = bank, score
 
-    candidates = [Candidate(0, -1.0), Candidate(0, -1.5), Candidate(0, -2.0), Candidate(1, -5.0), Candidate(2, -9.0)]
+    scores = {0: [-1.0, -1.5, -2.0], 1: [-5.0], 2: [-9.0, -10.0]}
+    candidates = [Candidate(bank, score) for bank, these in scores.items() for score in these]
     chosen = allocate(candidates, num_beams=4, num_banks=3)
-    assert [(c.bank, c.score) for c in chosen] == [(0, -1.0), (0, -1.5), (1, -5.0), (2, -9.0)]
+    assert [(c.bank, c.score) for c in chosen] == [(0, -1.0), (1, -5.0), (2, -9.0), (2, -10.0)]
     everyone = [Candidate(2, -3.0), Candidate(2, -4.0), Candidate(2, -6.0), Candidate(0, -1.0)]
     assert [c.score for c in allocate(everyone, num_beams=3, num_banks=3)] == [-1.0, -3.0, -4.0]
 
