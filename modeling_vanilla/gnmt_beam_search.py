@@ -56,14 +56,14 @@ def _gather_beams(tensor: torch.Tensor, indices: torch.Tensor) -> torch.Tensor:
 
 
 def _check_supported(model: PreTrainedModel, generation_config: GenerationConfig) -> None:
-    """ValueError naming the setting if `gnmt_beam_search` cannot honour it."""
+    """ValueError naming the setting if `gnmt_beam_search` (or `constrained_beam_search`) cannot honour it."""
     if not model.config.is_encoder_decoder:
-        raise ValueError(f"gnmt_beam_search decodes encoder-decoder models; {type(model).__name__} is not one")
+        raise ValueError(f"this beam search decodes encoder-decoder models; {type(model).__name__} is not one")
     if generation_config.do_sample:
-        raise ValueError("gnmt_beam_search is deterministic beam search: do_sample=True is not supported")
+        raise ValueError("this beam search is deterministic: do_sample=True is not supported")
     for option in ("output_attentions", "output_hidden_states", "output_logits"):
         if generation_config.return_dict_in_generate and getattr(generation_config, option):
-            raise ValueError(f"gnmt_beam_search returns sequences and scores only: {option}=True is not supported")
+            raise ValueError(f"this beam search returns sequences and scores only: {option}=True is not supported")
 
 
 def eos_ids_of(generation_config: GenerationConfig) -> list[int]:
@@ -272,6 +272,11 @@ def gnmt_beam_search(
     length limit.
     """
     _check_supported(model, generation_config)
+    if generation_config.force_words_ids is not None:
+        raise ValueError(
+            "gnmt_beam_search does not place force_words_ids: leave custom_generate out, and the model's generate "
+            "decodes them with constrained_beam_search"
+        )
     search = _BeamSearch.start(input_ids, generation_config)
     while True:
         log_probs = search.next_token_log_probs(model, logits_processor, model_kwargs)

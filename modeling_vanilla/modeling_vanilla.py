@@ -71,6 +71,7 @@ from transformers.utils.generic import merge_with_config_defaults
 from transformers.utils.output_capturing import OutputRecorder, capture_outputs
 
 from .configuration_vanilla import VanillaConfig
+from .constrained_beam_search import constrained_beam_search
 
 # Section 6.1: "We used beam search with a beam size of 4 and length penalty alpha = 0.6 ... We set the maximum output
 # length during inference to input length + 50, but terminate early when possible."
@@ -841,10 +842,16 @@ class VanillaForConditionalGeneration(VanillaPreTrainedModel, GenerationMixin):
         is `inputs`, `input_ids`, `inputs_embeds` or `encoder_outputs` (a `BaseModelOutput`, or a tuple as the
         forward takes it). A multilingual model (`config.languages`) needs the target language: its token as
         `forced_bos_token_id` (`tokenizer.get_lang_id(language)`; or a decoder prompt in `decoder_input_ids`);
-        ValueError naming the choices without it, or with a `forced_bos_token_id` that is no language's token."""
+        ValueError naming the choices without it, or with a `forced_bos_token_id` that is no language's token.
+        `force_words_ids` (transformers' meaning: each sequence appears in the output) and
+        `force_words_ids_per_sentence` are decoded by `constrained_beam_search` (Post & Vilar, 2018)."""
         if kwargs.get("encoder_outputs") is not None:  # transformers' beam search expands only a BaseModelOutput
             kwargs["encoder_outputs"] = as_encoder_output(kwargs["encoder_outputs"])
         config = generation_config if generation_config is not None else self.generation_config
+        if any(x is not None for x in (kwargs.get("force_words_ids"), config.force_words_ids)) or kwargs.get(
+            "force_words_ids_per_sentence"
+        ):  # transformers 5 hands force_words_ids to the Hub; decoded here, offline (constrained_beam_search.py)
+            kwargs.setdefault("custom_generate", constrained_beam_search)
         self._check_target_language(kwargs, config)
         length_unset = all(
             kwargs.get(k) is None and getattr(config, k) is None for k in ("max_length", "max_new_tokens")

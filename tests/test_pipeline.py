@@ -292,6 +292,8 @@ def test_remote_code_pipeline_where_the_package_is_not_installed(folder, pipe, t
     assert out["sequences"] == pipe(texts[:2], num_beams=3, num_return_sequences=2)
     assert sorted(p.name for p in resaved.iterdir() if p.suffix == ".py") == [
         "configuration_vanilla.py",
+        "constrained_beam_search.py",
+        "gnmt_beam_search.py",
         "modeling_vanilla.py",
         "pipeline_vanilla.py",
     ]

@@ -43,7 +43,9 @@ def test_saved_folder_holds_safetensors_code_and_auto_map(saved):
     assert files == [
         "config.json",
         "configuration_vanilla.py",
+        "constrained_beam_search.py",  # generate(force_words_ids=...), copied with the code it imports
         "generation_config.json",
+        "gnmt_beam_search.py",
         "model.safetensors",
         "modeling_vanilla.py",
         "pipeline_vanilla.py",  # pipeline("translation"), declared in config.json (tests/test_pipeline.py)

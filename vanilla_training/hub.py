@@ -33,6 +33,7 @@ ENDPOINT_CODE = "endpoint_code"
 HANDLER_MODULES = (
     "modeling_vanilla/__init__.py",
     "modeling_vanilla/configuration_vanilla.py",
+    "modeling_vanilla/constrained_beam_search.py",
     "modeling_vanilla/gnmt_beam_search.py",
     "modeling_vanilla/modeling_vanilla.py",
     "modeling_vanilla/pipeline_vanilla.py",

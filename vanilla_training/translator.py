@@ -191,14 +191,18 @@ class Translator:
                 f"model_max_length), {shown}{', ...' if len(too_long) > 10 else ''}; split them"
             )
 
-    def translate(self, sentences: list[str], target_lang: str | None = None, **options) -> list[str]:
+    def translate(
+        self, sentences: list[str], target_lang: str | None = None, constraints: list | None = None, **options
+    ) -> list[str]:
         """The translation of every sentence, in order (`translate`, whose keyword `options` these are), into
-        `target_lang` (see `target_options`); a blank sentence (empty or whitespace) translates to "" without the
-        model."""
+        `target_lang` (see `target_options`), placing each sentence's `constraints` (see `translate`); a blank
+        sentence (empty or whitespace) translates to "" without the model."""
         target = self.target_options(target_lang)
         nonblank = [index for index, sentence in enumerate(sentences) if sentence.strip()]
         translations = [""] * len(sentences)
         if nonblank:
+            if constraints is not None:
+                options["constraints"] = [constraints[i] for i in nonblank]
             texts = translate(self.model, self.tokenizer, [sentences[i] for i in nonblank], **target, **options)
             for index, text in zip(nonblank, texts, strict=True):
                 translations[index] = text
@@ -241,14 +245,17 @@ def translate(
     sentences: list[str],
     max_tokens: int = 4096,
     progress: bool = True,
+    constraints: list | None = None,
     **generate_kwargs,
 ) -> list[str]:
     """Translate `sentences`, in their order, decoding as `model.generation_config` says unless `generate_kwargs`
     (e.g. `num_beams=1`) say otherwise. Sentences of similar length are batched up to `max_tokens` source tokens,
     padding included (a sentence longer than that goes alone; the batch size can change a translation, rarely:
     padding changes floating-point sums), and each batch may produce up to its longest input + 50 tokens (section
-    6.1; given explicitly, so that any seq2seq model is held to it). The model is left in the mode (training or
-    evaluation) it was in. The sentences are text: a special token's spelling in them is not read as the token."""
+    6.1; given explicitly, so that any seq2seq model is held to it). `constraints`, one list per sentence in
+    transformers' `force_words_ids` format (e.g. a glossary's terms, `glossary.py`), are placed in each sentence's
+    translation by the model's constrained beam search. The model is left in the mode (training or evaluation) it
+    was in. The sentences are text: a special token's spelling in them is not read as the token."""
     was_training = model.training
     model.eval()
     lengths = np.array(
@@ -264,7 +271,9 @@ def translate(
         texts = [sentences[i] for i in batch]
         inputs = tokenizer(texts, return_tensors="pt", padding=True, split_special_tokens=True).to(model.device)
         limit = inputs["input_ids"].shape[1] + EXTRA_OUTPUT_LENGTH
-        output = model.generate(**inputs, **{"max_new_tokens": limit, **generate_kwargs})
+        own = [] if constraints is None else [constraints[i] for i in batch]
+        placing = {"force_words_ids_per_sentence": own} if any(own) else {}
+        output = model.generate(**inputs, **{"max_new_tokens": limit, **generate_kwargs}, **placing)
         for i, text in zip(batch, tokenizer.batch_decode(output, skip_special_tokens=True), strict=True):
             translations[i] = text
     model.train(was_training)

@@ -22,13 +22,22 @@ spacing between them (a whitespace-only line stays as it is).
 A multilingual model (one that records several languages) translates between any two of them: give the direction.
 
     vanilla-translate runs/multilingual --source-lang ko --target-lang ar --input verses.ko
+
+With `--glossary` the terms of a TSV file (a header naming the two languages, then a source and a target term per
+line) are kept: wherever a source term occurs in a line (a whole word, whatever its case), its target term is
+placed in the translation by lexically constrained beam search (vanilla_training/glossary.py). A term that could
+not be placed within the length limit is named on standard error.
+
+    vanilla-translate runs/demo --glossary terms.tsv --input verses.en
 """
 
 import argparse
+import functools
 import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from ..glossary import GlossaryError, load_glossary, translate_with_glossary
 from ..translator import (
     RESULTS,
     LanguageMismatchError,
@@ -78,6 +87,13 @@ def build_parser() -> argparse.ArgumentParser:
         "model's source language), a sentence longer than the model accepts is cut at a clause or word boundary, "
         "and the translations are put back with the line's own spacing (needs the serve extra)",
     )
+    parser.add_argument(
+        "--glossary",
+        type=Path,
+        metavar="TSV",
+        help="terms to keep: a UTF-8 TSV file, a header naming the two languages, then a source term and its "
+        "target term per line; each source term found in a line has its target term placed in the translation",
+    )
     return parser
 
 
@@ -102,6 +118,32 @@ def load_checked_translator(args: argparse.Namespace, parser: argparse.ArgumentP
     return translator
 
 
+def glossary_translation(
+    path: Path, translator: Translator, parser: argparse.ArgumentParser, options: dict
+) -> Callable[[list[str]], list[str]]:
+    """The translation of sentences with the glossary of `path`, naming on standard error each term not placed; the
+    parser's error naming what is wrong with the glossary."""
+    if not path.is_file():
+        parser.error(f"--glossary {path}: no such file")
+    try:
+        glossary = load_glossary(path, translator)
+    except GlossaryError as error:
+        parser.error(f"--glossary {error}")
+
+    def translate_sentences(sentences: list[str]) -> list[str]:
+        results = translate_with_glossary(translator, sentences, glossary, **options)
+        for sentence, result in zip(sentences, results, strict=True):
+            for term in result.missing:
+                print(
+                    f"vanilla-translate: glossary term {term} not placed in the translation of {sentence[:60]!r} "
+                    "(its length limit came first)",
+                    file=sys.stderr,
+                )
+        return [result.text for result in results]
+
+    return translate_sentences
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -121,15 +163,18 @@ def main(argv: list[str] | None = None) -> None:
     except ValueError as error:
         parser.error(str(error))
     options = {"progress": args.input is not None, **decoding_options(args)}
+    translate_sentences = functools.partial(translator.translate, **options)
+    if args.glossary is not None:
+        translate_sentences = glossary_translation(args.glossary, translator, parser, options)
     if translate_paragraphs is not None:
         translations = translate_paragraphs(
             lines,
             translator.languages[0] if translator.languages else "en",
-            lambda sentences: translator.translate(sentences, **options),
+            translate_sentences,
             fits=translator.fits,
         )
     else:
-        translations = translator.translate(lines, **options)
+        translations = translate_sentences(lines)
     text = "".join(translation + "\n" for translation in translations).encode("utf-8")
     if args.output is None:
         sys.stdout.buffer.write(text)

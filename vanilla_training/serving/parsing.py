@@ -9,6 +9,7 @@ from typing import Any
 
 from fastapi import Request
 
+from ..glossary import GlossaryError, glossary_terms
 from .settings import ServeSettings
 
 DRAIN_FACTOR = 8  # a body over the size limit is read (and dropped) up to this many times the limit
@@ -38,6 +39,7 @@ class TranslateCall:
     target: str
     text_format: str
     alternatives: int
+    glossary: dict[str, str] | None = None  # source terms to target terms (vanilla_training/glossary.py)
 
 
 async def read_body(request: Request, limit: int) -> bytes:
@@ -175,7 +177,26 @@ def parse_translate(fields: dict[str, Any], is_json: bool, settings: ServeSettin
     text_format = fields.get("format") or "text"
     if text_format not in FORMATS:
         raise ApiError(400, f"{text_format} format is not supported")
-    return TranslateCall(texts, is_list, source, target, text_format, alternatives)
+    glossary = glossary_of(fields, texts, settings)
+    return TranslateCall(texts, is_list, source, target, text_format, alternatives, glossary)
+
+
+def glossary_of(fields: dict[str, Any], texts: list[str], settings: ServeSettings) -> dict[str, str] | None:
+    """The field `glossary` (None where absent): source to target terms, at most `max_glossary_terms`, whose
+    characters count toward `char_limit` with the texts'; ApiError 400 naming what is wrong."""
+    if fields.get("glossary") is None:
+        return None
+    try:
+        glossary = glossary_terms(fields["glossary"], settings.max_glossary_terms)
+    except GlossaryError as error:
+        raise ApiError(400, f"Invalid request: {error}") from None
+    characters = sum(map(len, texts)) + sum(len(source) + len(target) for source, target in glossary.items())
+    if settings.char_limit != -1 and characters > settings.char_limit:
+        raise ApiError(
+            400,
+            f"Invalid request: request ({characters}, glossary included) exceeds text limit ({settings.char_limit})",
+        )
+    return glossary
 
 
 def parse_detect(fields: dict[str, Any], settings: ServeSettings) -> str:

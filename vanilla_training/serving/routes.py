@@ -47,12 +47,18 @@ async def translate(request: Request, served: Served):
     fields, is_json = await read_fields(request, served.settings.max_body_bytes)
     served.access.check_request(request, fields)
     call = parse_translate(fields, is_json, served.settings, served.codes)
-    best, others, detected = await served.translate(call, request.is_disconnected)
+    if call.glossary is not None:
+        best, not_placed, detected = await served.translate_with_glossary(call)
+        others = []
+    else:
+        best, others, detected = await served.translate(call, request.is_disconnected)
     result: dict[str, Any] = {"translatedText": best if call.is_list else best[0]}
     if call.source == "auto":
         result["detectedLanguage"] = detected if call.is_list else detected[0]
     if call.alternatives > 0:
         result["alternatives"] = others if call.is_list else others[0]
+    if call.glossary is not None:
+        result["glossaryNotPlaced"] = not_placed if call.is_list else not_placed[0]
     return JSONResponse(result)
 
 

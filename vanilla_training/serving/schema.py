@@ -27,6 +27,15 @@ class TranslateRequest(BaseModel):
         0, description="How many other translations to give beside the best one (n-best from the beam search)"
     )
     api_key: str | None = Field(None, description="An API key; needed only where the server was given keys")
+    glossary: dict[str, str] | None = Field(
+        None,
+        description="Terms to keep, source term to target term (at most the server's --max-glossary-terms; their "
+        "characters count toward its --char-limit). Wherever a source term occurs in a sentence (a whole word, "
+        "whatever its case), its target term is placed in the translation by lexically constrained beam search, as "
+        "`vanilla-translate --glossary` does. Refused (400) where the direction's model cannot place terms (the "
+        "CTranslate2 backend, or a pivot through two models) and with alternatives.",
+        examples=[{"Pharaoh": "Pharao"}],
+    )
 
 
 class DetectedLanguage(BaseModel):
@@ -41,6 +50,11 @@ class TranslateResponse(BaseModel):
     )
     detectedLanguage: DetectedLanguage | list[DetectedLanguage] | None = Field(
         None, description="The detected source language (only for source `auto`)"
+    )
+    glossaryNotPlaced: list[dict[str, str]] | list[list[dict[str, str]]] | None = Field(
+        None,
+        description="Only with a glossary: the terms (`source`, `target`) found in the text whose target term the "
+        "translation lacks, because its length limit came first (a list per text for a list)",
     )
 
 

@@ -13,9 +13,10 @@ from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 
 from ..corpus import Direction, language_name
+from ..glossary import Glossary, GlossaryError, GlossaryTranslation, translate_with_glossary
 from ..translator import Translator
 from .access import Access
-from .backends import Backend
+from .backends import Backend, TorchBackend
 from .batcher import Batcher, QueueFull, batcher_for
 from .detect import Detector, translatable
 from .documents import Layout, layout, layout_sentences, translated_versions
@@ -139,11 +140,14 @@ class Service:
         self.layout_threads = ThreadPoolExecutor(max_workers=LAYOUT_THREADS, thread_name_prefix="layout")
         self.executors: list[ThreadPoolExecutor] = [self.layout_threads]
         self.batchers: list[Batcher] = []
+        self.model_thread: ThreadPoolExecutor | None = None  # where glossary requests decode
+        self.glossary_sentences = 0  # sentences of glossary requests waiting or decoding
 
     def start(self, model_thread: ThreadPoolExecutor) -> None:
         """Starts a batcher for each backend and target language (in the running event loop): on `model_thread`, or
         on threads of its own for a backend with several lanes; and the sentence splitter's process."""
         SEGMENTER.start()
+        self.model_thread = model_thread
         by_target: dict[tuple[int, str], Batcher] = {}
         for pair in self.pairs.values():
             if pair.legs is not None:
@@ -273,6 +277,78 @@ class Service:
             best.append(translation)
             alternatives.append(others)
         return best, alternatives, [text.detected for text in texts]
+
+    async def translate_with_glossary(self, call: TranslateCall) -> tuple[list[str], list[list[dict]], list]:
+        """Each text's translation with `call.glossary`'s terms placed, as `vanilla-translate --glossary` gives it
+        (the torch model's constrained beam search, on the model's thread, beside the batches), the terms it could
+        not place, and its detected language. ApiError 400 with alternatives, for a bad term, or where the
+        direction's model cannot place terms (CTranslate2 has no lexical constraints; a pivot is two models); 503
+        where the queue is full."""
+        if call.alternatives > 0:
+            raise ApiError(400, "Invalid request: a glossary cannot be given with alternatives")
+        texts = await asyncio.to_thread(self.lay_out, call)
+        pairs = {(text.pair.source, text.pair.target): text.pair for text in texts if text.pair is not None}
+        glossaries = {key: await asyncio.to_thread(self._glossary, pair, call.glossary) for key, pair in pairs.items()}
+        sentences: dict[tuple[str, str], list[str]] = {key: [] for key in pairs}
+        for text in texts:
+            if text.pair is not None:
+                sentences[(text.pair.source, text.pair.target)].extend(layout_sentences(text.parts))
+        count = sum(map(len, sentences.values()))
+        if self.glossary_sentences + count > self.settings.max_queue:
+            raise ApiError(503, "Slowdown: the queue is full", headers={"Retry-After": "1"})
+        self.glossary_sentences += count
+        try:
+            answers = {
+                key: iter(await self._glossary_translated(pairs[key], these, glossaries[key]))
+                for key, these in sentences.items()
+            }
+        finally:
+            self.glossary_sentences -= count
+        best, not_placed = [], []
+        for text in texts:
+            results = (
+                []
+                if text.pair is None
+                else [next(answers[(text.pair.source, text.pair.target)]) for _ in layout_sentences(text.parts)]
+            )
+            best.append(
+                translated_versions(text.parts, [[result.text] for result in results])[0] if results else text.text
+            )
+            missing = dict.fromkeys(term for result in results for term in result.missing)
+            not_placed.append([{"source": term.source, "target": term.target} for term in missing])
+        return best, not_placed, [text.detected for text in texts]
+
+    def _glossary(self, pair: Pair, terms: dict[str, str]) -> Glossary:
+        """`terms` checked against `pair`'s tokenizer; ApiError 400 naming a bad term, or a model that cannot place
+        terms."""
+        if pair.legs is not None or not isinstance(pair.backend, TorchBackend):
+            how = "through two models" if pair.legs is not None else f"by {pair.backend.description}"
+            raise ApiError(
+                400,
+                f"Invalid request: glossary: {pair.source}-{pair.target} is translated {how}, which cannot place "
+                "glossary terms (only the torch backend's model of the direction can)",
+            )
+        try:
+            with pair.counter.lock:
+                return Glossary.build(terms, pair.counter.translator.tokenizer, self.settings.max_glossary_terms)
+        except GlossaryError as error:
+            raise ApiError(400, f"Invalid request: {error}") from None
+
+    async def _glossary_translated(
+        self, pair: Pair, sentences: list[str], glossary: Glossary
+    ) -> list[GlossaryTranslation]:
+        """`sentences` translated by `pair`'s torch model with `glossary`, on the model's thread."""
+        translator = pair.backend.translator
+        options = {"max_tokens": self.settings.max_tokens, "progress": False}
+        if translator.all_languages:
+            options["target_lang"] = pair.target
+        if pair.backend.beams is not None:
+            options["num_beams"] = pair.backend.beams
+        work = functools.partial(translate_with_glossary, translator, sentences, glossary, **options)
+        try:
+            return await asyncio.get_running_loop().run_in_executor(self.model_thread, work)
+        except Exception as error:
+            raise ApiError(500, f"Cannot translate text: {error}") from error
 
     async def _translated(
         self, pair: Pair, sentences: list[str], hypotheses: int, disconnected: Callable[[], Awaitable[bool]]

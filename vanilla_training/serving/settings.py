@@ -200,6 +200,12 @@ class ServeSettings:
     alternatives_limit: int = option(
         "most alternatives a request may ask for (-1: no limit)", 3, type=limit, metavar="N"
     )
+    max_glossary_terms: int = option(
+        "most terms of a /translate request's glossary; their characters count toward --char-limit",
+        100,
+        type=positive,
+        metavar="N",
+    )
     max_body_bytes: int = option("largest request body; a larger one gets 413", 1_000_000, type=positive, metavar="N")
     batch_wait_ms: float = option(
         "batch by batch: a lane freed by a batch that answered several requests waits until their clients are back, "
