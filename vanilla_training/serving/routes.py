@@ -48,7 +48,7 @@ async def translate(request: Request, served: Served):
     served.access.check_request(request, fields)
     call = parse_translate(fields, is_json, served.settings, served.codes)
     if call.glossary is not None:
-        best, not_placed, detected = await served.translate_with_glossary(call)
+        best, not_placed, detected = await served.translate_with_glossary(call, request.is_disconnected)
         others = []
     else:
         best, others, detected = await served.translate(call, request.is_disconnected)

@@ -240,20 +240,24 @@ class Service:
             )
         return pair
 
-    async def translate(
-        self, call: TranslateCall, disconnected: Callable[[], Awaitable[bool]]
-    ) -> tuple[list[str], list[list[str]], list[dict | None]]:
-        """Each text's best translation, its alternatives, and its detected language (source `auto`). The texts are
-        laid out on a thread of `layout_threads`; a client that goes meanwhile stops its layout (ApiError 499)."""
+    async def laid_out(self, call: TranslateCall, disconnected: Callable[[], Awaitable[bool]]) -> list[Text]:
+        """`lay_out` on a thread of `layout_threads`; a client that goes meanwhile stops its layout (ApiError 499)."""
         budget = Budget()
         layout_work = asyncio.get_running_loop().run_in_executor(self.layout_threads, self.lay_out, call, budget)
         try:
-            texts = await unless_gone(layout_work, disconnected)
+            return await unless_gone(layout_work, disconnected)
         except Cancelled:
             raise ApiError(499, "Client closed the request") from None
         finally:
             budget.cancelled.set()  # the layout is done, or its client has gone: it stops, and its end is not awaited
             layout_work.cancel()
+
+    async def translate(
+        self, call: TranslateCall, disconnected: Callable[[], Awaitable[bool]]
+    ) -> tuple[list[str], list[list[str]], list[dict | None]]:
+        """Each text's best translation, its alternatives, and its detected language (source `auto`). The texts are
+        laid out by `laid_out`."""
+        texts = await self.laid_out(call, disconnected)
         hypotheses = 1 if call.text_format == "html" else call.alternatives + 1  # as LibreTranslate: none for HTML
         by_pair: dict[tuple[str, str], list[str]] = {}
         for text in texts:
@@ -278,7 +282,9 @@ class Service:
             alternatives.append(others)
         return best, alternatives, [text.detected for text in texts]
 
-    async def translate_with_glossary(self, call: TranslateCall) -> tuple[list[str], list[list[dict]], list]:
+    async def translate_with_glossary(
+        self, call: TranslateCall, disconnected: Callable[[], Awaitable[bool]]
+    ) -> tuple[list[str], list[list[dict]], list]:
         """Each text's translation with `call.glossary`'s terms placed, as `vanilla-translate --glossary` gives it
         (the torch model's constrained beam search, on the model's thread, beside the batches), the terms it could
         not place, and its detected language. ApiError 400 with alternatives, for a bad term, or where the
@@ -286,7 +292,7 @@ class Service:
         where the queue is full."""
         if call.alternatives > 0:
             raise ApiError(400, "Invalid request: a glossary cannot be given with alternatives")
-        texts = await asyncio.to_thread(self.lay_out, call)
+        texts = await self.laid_out(call, disconnected)
         pairs = {(text.pair.source, text.pair.target): text.pair for text in texts if text.pair is not None}
         glossaries = {key: await asyncio.to_thread(self._glossary, pair, call.glossary) for key, pair in pairs.items()}
         sentences: dict[tuple[str, str], list[str]] = {key: [] for key in pairs}
