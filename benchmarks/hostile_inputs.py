@@ -209,6 +209,29 @@ def start(model: str, port: int, options: list[str]) -> subprocess.Popen:
     raise RuntimeError("vanilla-serve did not answer /health in 300 s")
 
 
+def verses_of_5000_characters(pair: str) -> str:
+    """The pair's first test verses, as many as fit in 5,000 characters (the server's default --char-limit)."""
+    text = ""
+    for verse in read_sentences(argparse.Namespace(pair=pair, sentences=None, limit=10_000)):
+        if len(text) + len(verse) + 1 > 5000:
+            break
+        text += verse + " "
+    return text.strip()
+
+
+def send_hostile_requests(url: str, source: str, target: str) -> list[dict]:
+    """Each of `hostile_requests`, one after the other: its status, seconds and the start of its answer (printed as
+    a table row)."""
+    print("| request | answer | seconds |\n|---|---|---|")
+    sent = []
+    for hostile in hostile_requests(source, target):
+        status, seconds, answer = send(url, hostile.body, hostile.path, hostile.content_type)
+        shown = answer.decode("utf-8", "replace")[:ANSWER_SHOWN]
+        sent.append({"request": hostile.name, "status": status, "seconds": seconds, "answer": shown})
+        print(f"| {hostile.name} | {status} `{shown}` | {seconds:.2f} |")
+    return sent
+
+
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", required=True, help="a run folder or model folder (vanilla-serve's MODEL)")
@@ -218,13 +241,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--json", type=Path, help="also write the results here")
     args = parser.parse_args(argv)
     source, target = args.pair.split("-")
-    verses = read_sentences(argparse.Namespace(pair=args.pair, sentences=None, limit=10_000))
-    long_text = ""
-    for verse in verses:
-        if len(long_text) + len(verse) + 1 > 5000:
-            break
-        long_text += verse + " "
-    long_body = json.dumps({"q": long_text.strip(), "source": source, "target": target}).encode()
+    long_body = json.dumps({"q": verses_of_5000_characters(args.pair), "source": source, "target": target}).encode()
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     database = Path(tempfile.mkdtemp()) / "suggestions.db"
@@ -237,12 +254,7 @@ def main(argv: list[str] | None = None) -> dict:
         for _ in range(2):
             send(url, short)
         prober.start()
-        print("| request | answer | seconds |\n|---|---|---|")
-        for hostile in hostile_requests(source, target):
-            status, seconds, answer = send(url, hostile.body, hostile.path, hostile.content_type)
-            shown = answer.decode("utf-8", "replace")[:ANSWER_SHOWN]
-            results["hostile"].append({"request": hostile.name, "status": status, "seconds": seconds, "answer": shown})
-            print(f"| {hostile.name} | {status} `{shown}` | {seconds:.2f} |")
+        results["hostile"] = send_hostile_requests(url, source, target)
         results["short_english_alone"] = short_english_alone(url, target)
         results["suggestion_kept"] = suggestion_kept(url, database)
         print(f"\n{', '.join(SHORT_ENGLISH)} alone, `source=auto`: {results['short_english_alone']} answered 200")
