@@ -3,6 +3,7 @@ and JSON; length_scaling.py's picture; clear errors for bad options. (Values are
 machine measure noise. benchmarks/README.md has the real runs.)"""
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -179,3 +180,26 @@ def test_freed_memory_runs_the_training_command_with_and_without_the_setting(tmp
     assert {"glibc's defaults", "freed memory kept"} <= rows.keys()
     assert all(float(rows[setting][0].split()[0]) > 0 for setting in ("glibc's defaults", "freed memory kept"))
     assert "wall time, kept / defaults: median" in done.stdout
+
+
+def test_the_avx2_main_job_trains_in_float32_for_the_scaled_budget_and_refuses_without_the_emulation(tmp_path):
+    """Under benchmarks/avx2_emulation.sh: float32, and a budget of 10 minutes x 143 GFLOP/s / the peak it printed;
+    with torch's kernels held elsewhere (here the scalar default) it refuses to run."""
+    files = write_toy_corpus(tmp_path, {"train": 200, "validation": 20})
+    options = toy_run_args(files, tmp_path / "run", max_steps=3, eval_steps=3, save_steps=3, average_last=1)
+    assert options[0] == "--output-dir"
+    script = ["bash", str(BENCHMARKS / "avx2_emulation.sh"), sys.executable, str(BENCHMARKS / "avx2_main_job.py")]
+    done = subprocess.run([*script, *options[:2], "--", *options[2:]], capture_output=True, text=True, timeout=400)
+    assert done.returncode == 0, done.stderr[-3000:]
+    printed = done.stdout.split("with kernels held to AVX2: ")[1]
+    peak, minutes = float(printed.split(" GFLOP/s")[0]), float(printed.split("): ")[1].split(" min")[0])
+    assert abs(minutes - 10 * 143 / peak) < 0.01 and f"--max-train-minutes {minutes:.2f}" in done.stdout
+    assert json.loads((tmp_path / "run" / "training_results.json").read_text())["precision"] == "fp32"
+    refused = subprocess.run(
+        [sys.executable, str(BENCHMARKS / "avx2_main_job.py"), "--output-dir", str(tmp_path / "refused")],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "ATEN_CPU_CAPABILITY": "default"},
+        timeout=120,
+    )
+    assert refused.returncode != 0 and "run this under benchmarks/avx2_emulation.sh" in refused.stderr

@@ -285,3 +285,20 @@ def test_the_final_model_is_the_mean_of_exactly_the_checkpoints_recorded(case, t
         recorded = json.loads(state.read_text())["best_model_checkpoint"]
         assert recorded is None or checkpoints.STAGING not in recorded, state
     assert json.loads((run / "checkpoint-30/trainer_state.json").read_text())["best_model_checkpoint"] == best
+
+
+@pytest.mark.parametrize(
+    ("flags", "held", "named"),
+    [
+        ("fpu avx2 avx512f amx_bf16 amx_tile avx512_bf16", False, "AMX"),
+        ("fpu avx2 avx512f avx512_bf16", False, "AVX-512 with bfloat16"),
+        ("fpu avx2 avx512f avx512bw", False, "AVX-512"),
+        ("fpu avx2 fma", False, "AVX2"),
+        ("fpu avx2 avx512f avx512_bf16", True, "AVX2"),  # the AVX2 emulation
+    ],
+)
+def test_the_cpu_class_the_card_records(tmp_path, monkeypatch, flags, held, named):
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text(f"processor\t: 0\nflags\t\t: {flags}\n")
+    monkeypatch.setattr(precision, "kernels_held_below_bf16", lambda: held)
+    assert precision.cpu_class(cpuinfo) == named

@@ -17,7 +17,7 @@ import torch
 import transformers
 
 from .corpus import FROZEN_PAIRS, VERSIONS, free_versions, language_name, parse_pair
-from .precision import PRECISIONS, cpu_model
+from .precision import PRECISIONS, cpu_class, cpu_model
 
 TEMPLATE = Path(__file__).resolve().parent / "hub_card.md"
 # Placed between double quotes in the YAML header and in the code snippets.
@@ -36,6 +36,7 @@ def environment() -> dict[str, Any]:
     """The machine and software of this process, for `training_results.json`."""
     return {
         "cpu": cpu_model() or platform.processor() or platform.machine(),
+        "cpu_class": cpu_class(),
         "cpu_count": os.cpu_count(),
         "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
         "python": platform.python_version(),
@@ -320,7 +321,10 @@ def training_values(results: dict[str, Any]) -> dict[str, Any]:
     else:
         validation_bleu = "No evaluation ran during training: the run ended before its first (`--eval-steps`)."
     processes = result("processes")
-    hardware = f"{plural(processes, 'process', 'processes')} on {result('environment.cpu')}, "
+    cpu = result("environment.cpu")
+    if results["environment"].get("cpu_class"):  # runs before it was recorded have none
+        cpu += f" ({results['environment']['cpu_class']})"
+    hardware = f"{plural(processes, 'process', 'processes')} on {cpu}, "
     hardware += plural(result("environment.cpu_count"), "CPU core")
     if results["environment"].get("gpu"):
         hardware += f", GPU {results['environment']['gpu']}"

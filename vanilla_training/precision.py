@@ -45,6 +45,24 @@ def kernels_held_below_bf16() -> bool:
     return held or torch.backends.cpu.get_cpu_capability() == "AVX2"
 
 
+def cpu_class(cpuinfo: Path = CPUINFO) -> str:
+    """The class of CPU that decides the main job's speed, as README.md's table names it: "AMX", "AVX-512 with
+    bfloat16", "AVX-512", "AVX2" (also where the kernels are held to it), "Arm with bfloat16", or "other"."""
+    flags = cpu_flags(cpuinfo)
+    if "avx2" in flags and kernels_held_below_bf16():
+        return "AVX2"
+    for needed, name in (
+        ("amx_bf16", "AMX"),
+        ("avx512_bf16", "AVX-512 with bfloat16"),
+        ("avx512f", "AVX-512"),
+        ("avx2", "AVX2"),
+        ("bf16", "Arm with bfloat16"),
+    ):
+        if needed in flags:
+            return name
+    return "other"
+
+
 def native_bf16_cpu(cpuinfo: Path = CPUINFO) -> bool:
     """Whether this CPU computes in bfloat16 natively, per its flags in `cpuinfo`, and torch's kernels may use it.
     Without it torch emulates bf16 matmuls, and mixed precision is slower than float32."""
