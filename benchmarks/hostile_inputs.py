@@ -194,6 +194,31 @@ def short_beside(url: str, long_bodies: list[bytes], source: str, target: str) -
     }
 
 
+def short_after_abandoned(url: str, clients: int, source: str, target: str) -> float:
+    """The seconds of the short request sent once `clients` clients have each sent the backtracking family at 4,999
+    characters and closed their connection after 0.3 s, unanswered (issue 61's starvation by abandoned requests)."""
+    hostile = json.dumps({"q": "..[" + "111 " * 1240 + "]", "source": source, "target": target}).encode()
+
+    def abandon() -> None:
+        request = urllib.request.Request(url + "/translate", hostile, {"Content-Type": JSON})
+        with contextlib.suppress(OSError):  # the timeout, as the client gives up
+            urllib.request.urlopen(request, timeout=0.3).read()
+
+    with ThreadPoolExecutor(clients) as pool:
+        for _ in range(clients):
+            pool.submit(abandon)
+    return send(url, json.dumps({"q": SHORT, "source": source, "target": target}).encode())[1]
+
+
+def abandoned_cases(url: str, source: str, target: str) -> dict[str, float]:
+    """`short_after_abandoned` after 12 and after 24 clients, printed."""
+    found = {}
+    for clients in (12, 24):
+        seconds = found[f"after {clients} abandoned"] = short_after_abandoned(url, clients, source, target)
+        print(f"`{SHORT}` after {clients} clients sent the family at 4,999 characters and left: {seconds:.2f} s")
+    return found
+
+
 def start(model: str, port: int, options: list[str]) -> subprocess.Popen:
     """`vanilla-serve MODEL --cache-size 0` with `options` on `port`, once it answers /health."""
     command = [sys.executable, "-m", "vanilla_training.cli.serve", model, "--port", str(port), "--cache-size", "0"]
@@ -268,8 +293,13 @@ def main(argv: list[str] | None = None) -> dict:
             "beside 5,000 characters of verses": [long_body],
             'beside "y"*4999': [json.dumps({"q": "y" * 4999, "source": source, "target": target}).encode()],
             f"beside {args.clients} clients of 5,000 characters": [long_body] * args.clients,
+            'beside two "y"*509 (one sentence each, --max-tokens full)': [
+                json.dumps({"q": "y" * 509, "source": source, "target": target}).encode()
+            ]
+            * 2,
         }
         print(f"`{SHORT}` alone: median {results['short']['alone']:.3f} s of 7")
+        results["short"].update(abandoned_cases(url, source, target))
         for name, bodies in cases.items():
             found = results["short"][name] = short_beside(url, bodies, source, target)
             print(
