@@ -86,7 +86,10 @@ def measure_stages(task: dict[str, Any]) -> dict[str, Any]:
             for name in ("train", "validation")
         ],
     )
-    stage("batching", lambda: TokenBudgetBatchSampler(preprocess.lengths(train_set), run.max_tokens, seed=job.seed))
+    stage(
+        "batching",
+        lambda: TokenBudgetBatchSampler(preprocess.lengths(train_set), run.max_tokens, seed=job.settings.seed),
+    )
 
     class StopAtFirstStep(TrainerCallback):
         def on_step_begin(self, args, state, control, **kwargs):

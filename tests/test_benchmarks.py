@@ -194,7 +194,7 @@ def test_the_avx2_main_job_trains_in_float32_for_the_scaled_budget_and_refuses_w
     printed = done.stdout.split("with kernels held to AVX2: ")[1]
     peak, minutes = float(printed.split(" GFLOP/s")[0]), float(printed.split("): ")[1].split(" min")[0])
     assert abs(minutes - 10 * 143 / peak) < 0.01 and f"--max-train-minutes {minutes:.2f}" in done.stdout
-    assert json.loads((tmp_path / "run" / "training_results.json").read_text())["precision"] == "fp32"
+    assert json.loads((tmp_path / "run" / "final" / "training_results.json").read_text())["precision"] == "fp32"
     refused = subprocess.run(
         [sys.executable, str(BENCHMARKS / "avx2_main_job.py"), "--output-dir", str(tmp_path / "refused")],
         capture_output=True,

@@ -133,7 +133,7 @@ def test_training_writes_a_card_with_the_runs_real_values(final):
     for fact in (
         f"Test BLEU **{results['test']['bleu']}** on 30 sentences",
         f"| parameters | {results['parameters']:,} |",
-        f"on {environment['cpu']}, {environment['cpu_count']} CPU cores",
+        f"on {environment['cpu']} ({environment['cpu_class']}), {environment['cpu_count']} CPU cores",
         f"torch {torch.__version__}",
         f"data preparation (corpus, tokenizer, token ids) {results['data_seconds']} s",
         f"training {results['train_seconds']} s",

@@ -208,7 +208,7 @@ def test_a_sentence_over_the_translation_budget_is_translated_alone(monkeypatch)
             return input_ids
 
     class Tokenizer:
-        def __call__(self, texts, return_tensors=None, padding=False):
+        def __call__(self, texts, return_tensors=None, padding=False, split_special_tokens=False):
             ids = [[int(word) for word in text.split()] for text in texts]
             if return_tensors is None:
                 return {"input_ids": ids}

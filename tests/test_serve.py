@@ -187,7 +187,7 @@ def test_languages_health_docs_and_openapi(server):
     body = spec["paths"]["/translate"]["post"]["requestBody"]["content"]
     assert set(body) == {"application/json", "application/x-www-form-urlencoded", "multipart/form-data"}
     fields = body["application/json"]["schema"]["properties"]
-    assert set(fields) == {"q", "source", "target", "format", "alternatives", "api_key"}
+    assert set(fields) == {"q", "source", "target", "format", "alternatives", "api_key", "glossary"}
     assert all(field.get("description") for field in fields.values())
 
 

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
 
     from .backends import Backend
 
+PATH_SETTINGS = tuple(field.name for field in dataclasses.fields(ServeSettings) if "Path" in str(field.type))
 WORKER_MODELS = "VANILLA_SERVE_WORKER_MODELS"  # the models and settings, to each worker process (JSON)
 PAIR = re.compile(r"^(?P<model>.+):(?P<source>[A-Za-z_]+)-(?P<target>[A-Za-z_]+)$")
 
@@ -70,8 +71,8 @@ def worker_app() -> "FastAPI":
 
     logging.disable_progress_bar()  # the parent showed the loading once
     models, fields = json.loads(os.environ[WORKER_MODELS])
-    cache = None if fields["ct2_cache"] is None else Path(fields["ct2_cache"])
-    settings = ServeSettings(**{**fields, "api_keys": frozenset(fields["api_keys"]), "ct2_cache": cache})
+    paths = {name: None if fields[name] is None else Path(fields[name]) for name in PATH_SETTINGS}
+    settings = ServeSettings(**{**fields, "api_keys": frozenset(fields["api_keys"]), **paths})
     backends, model_thread = load_backends(models, settings)
     return create_app(backends, settings, model_thread)
 
@@ -98,8 +99,9 @@ def worker_environment(models: list[str], settings: ServeSettings, metrics_folde
 
     from .metrics import MULTIPROCESS_FOLDER
 
-    cache = None if settings.ct2_cache is None else str(settings.ct2_cache)
-    fields = {**dataclasses.asdict(settings), "api_keys": sorted(settings.api_keys), "ct2_cache": cache}
+    fields = dataclasses.asdict(settings)
+    paths = {name: None if fields[name] is None else str(fields[name]) for name in PATH_SETTINGS}
+    fields = {**fields, "api_keys": sorted(settings.api_keys), **paths}
     threads = max(1, torch.get_num_threads() // settings.workers)
     return {
         WORKER_MODELS: json.dumps([models, fields]),
