@@ -23,6 +23,10 @@ from .modeling_vanilla import (
 from .pipeline_vanilla import TranslationPipeline
 from .tokenization_vanilla import VanillaTokenizer, language_token
 
+# The weight types a CTranslate2 export stores (`export_ctranslate2`); CTranslate2's `compute_type` converts on load.
+# Declared here, not in the exporter, so that code without the ctranslate2 extra can offer them as choices.
+QUANTIZATIONS = ("float32", "int8")
+
 AutoConfig.register(VanillaConfig.model_type, VanillaConfig)
 AutoModel.register(VanillaConfig, VanillaModel)
 AutoModelForSeq2SeqLM.register(VanillaConfig, VanillaForConditionalGeneration)
@@ -39,6 +43,7 @@ __all__ = [
     "EXTRA_OUTPUT_LENGTH",
     "LENGTH_PENALTY",
     "PRESETS",
+    "QUANTIZATIONS",
     "TranslationPipeline",
     "VanillaConfig",
     "VanillaForConditionalGeneration",

@@ -45,6 +45,7 @@ from ctranslate2.specs import common_spec, transformer_spec
 from torch import nn
 from transformers import AutoTokenizer
 
+from . import QUANTIZATIONS
 from .modeling_vanilla import EXTRA_OUTPUT_LENGTH, VanillaForConditionalGeneration, sinusoidal_positional_encoding
 
 CT2_ACTIVATIONS = {
@@ -53,7 +54,6 @@ CT2_ACTIVATIONS = {
     "swish": common_spec.Activation.SWISH,
     "silu": common_spec.Activation.SWISH,
 }
-QUANTIZATIONS = ("float32", "int8")  # stored weight types; Translator(compute_type=...) converts on load
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json")
 
 

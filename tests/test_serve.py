@@ -979,6 +979,17 @@ def test_a_model_folder_without_a_model_is_refused_by_name(tmp_path, capsys):
     assert os.environ.get("HF_HUB_OFFLINE") == "1"  # nothing was looked up online
 
 
+@pytest.mark.skipif(torch.cuda.is_available(), reason="a GPU serves in fp16")
+def test_fp16_on_a_cpu_is_refused_by_name_before_serving(run, capsys):
+    """vanilla-serve takes vanilla-train's precisions; one a CPU cannot compute is refused as training refuses it."""
+    from vanilla_training.cli.serve import main
+
+    with pytest.raises(SystemExit) as done:
+        main([str(run), "--backend", "torch", "--precision", "fp16", "--port", str(free_port())])
+    assert done.value.code == 2
+    assert "--precision fp16 needs a CUDA GPU, and this machine has none" in capsys.readouterr().err
+
+
 def test_the_serving_benchmark_runs_at_a_tiny_size(run, tmp_path, capsys):
     """benchmarks/serve_speed.py end to end on 6 sentences, torch in 2 worker processes and CTranslate2 (so
     `vanilla-serve --backend ctranslate2` runs from the command line), 1 and 2 clients, 2 sentences a request (not a

@@ -270,7 +270,7 @@ def test_mixed_precision_runs_where_the_hardware_has_it_and_is_refused_by_name_e
     if not torch.cuda.is_available():
         with pytest.raises(SystemExit):
             main(toy_run_args(files, tmp_path / "fp16", fp16=True, **tiny))
-        assert "--fp16 needs a CUDA GPU, and this machine has none" in capsys.readouterr().err
+        assert "--precision fp16 needs a CUDA GPU, and this machine has none" in capsys.readouterr().err
         assert not (tmp_path / "fp16").exists()
 
 

@@ -8,8 +8,10 @@ from pathlib import Path
 import torch
 
 CPUINFO = Path("/proc/cpuinfo")
-# What a run trains in, as the model card words it; `vanilla-train --precision` takes one or auto (`resolve_precision`).
+# What a run trains in, as the model card words it; `vanilla-train --precision` and `vanilla-serve --precision` take
+# one or auto (`resolve_precision`). A server's torch backend computes in the type itself (`DTYPES`), not mixed.
 PRECISIONS = {"fp32": "float32", "bf16": "bfloat16 mixed precision", "fp16": "float16 mixed precision"}
+DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 NATIVE_BF16_FLAGS = frozenset({"avx512_bf16", "amx_bf16", "bf16"})  # x86 AVX512-BF16 or AMX-BF16, Arm BF16
 # oneDNN's instruction sets (ONEDNN_MAX_CPU_ISA) that have no bfloat16 arithmetic
 ONEDNN_ISAS_WITHOUT_BF16 = frozenset(
@@ -87,12 +89,12 @@ def precision_reason(asked: str, precision: str) -> str:
     return f"auto: this CPU {'computes' if precision == 'bf16' else 'does not compute'} bfloat16 natively"
 
 
-def mixed_precision_problem(precision: str) -> str | None:
-    """Why this machine cannot train in `precision`, or None."""
+def precision_problem(precision: str) -> str | None:
+    """Why this machine cannot compute in `precision` (train in it, or serve with it), or None."""
     if precision == "fp16" and not torch.cuda.is_available():
-        return "--fp16 needs a CUDA GPU, and this machine has none; on a CPU, --bf16 trains in mixed precision"
+        return "--precision fp16 needs a CUDA GPU, and this machine has none; on a CPU, use bf16"
     if precision == "bf16" and torch.cuda.is_available() and not torch.cuda.is_bf16_supported():
-        return f"--bf16: this GPU ({torch.cuda.get_device_name()}) has no bfloat16; use --fp16"
+        return f"--precision bf16: this GPU ({torch.cuda.get_device_name()}) has no bfloat16; use fp16"
     return None
 
 

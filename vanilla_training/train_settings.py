@@ -14,7 +14,7 @@ from modeling_vanilla import PRESETS
 
 from . import recipe
 from .corpus import check_versions, multilingual, parse_pair
-from .precision import PRECISIONS, mixed_precision_problem, resolve_precision
+from .precision import PRECISIONS, precision_problem, resolve_precision
 from .preprocess import DataSource
 from .recipe import setting
 
@@ -436,6 +436,6 @@ def training_job(settings: TrainSettings, given: set[str]) -> TrainingJob:
         raise ValueError(problem)
     run = training_recipe(settings)
     precision = resolve_precision(settings.precision)
-    if problem := mixed_precision_problem(precision):
+    if problem := precision_problem(precision):
         raise ValueError(problem)
     return TrainingJob(settings=settings, data=data_source(settings, run.versions), recipe=run, precision=precision)

@@ -37,7 +37,8 @@ from pathlib import Path
 
 from transformers import AutoTokenizer
 
-from modeling_vanilla.export_ctranslate2 import QUANTIZATIONS, VanillaConverter
+from modeling_vanilla import QUANTIZATIONS
+from modeling_vanilla.export_ctranslate2 import VanillaConverter
 from modeling_vanilla.tokenization_vanilla import language_token
 
 from ..card import LOCAL_NOTE, render_card

@@ -1,5 +1,5 @@
-"""What runs a model for the server: the torch backend (the model as `vanilla-translate` runs it, in float32 or
-bfloat16) and the CTranslate2 backend (the model exported by `vanilla-export-ct2`, float32 or int8).
+"""What runs a model for the server: the torch backend (the model as `vanilla-translate` runs it, in float32,
+bfloat16 or, on a GPU, float16) and the CTranslate2 backend (the model exported by `vanilla-export-ct2`, float32 or int8).
 
 Both take a batch of sentences and a number of hypotheses `n` and give, for each sentence, its `n` best
 translations from the beam, best first. Models are loaded through `vanilla_training.translator.load_translator`.
@@ -15,7 +15,7 @@ import torch
 
 from modeling_vanilla import EXTRA_OUTPUT_LENGTH
 
-from ..precision import cpu_flags, resolve_precision
+from ..precision import DTYPES, cpu_flags, precision_problem, resolve_precision
 from ..translator import Translator, local_folder
 from .continuous import ContinuousDecoder, unsupported_settings
 
@@ -78,10 +78,11 @@ class TorchBackend:
     ):
         self.translator = translator
         self.precision = resolve_precision(precision)
+        if problem := precision_problem(self.precision):
+            raise ValueError(problem)
         self.beams = beams
         self.lanes, self.batch_sentences = 1, None
-        if self.precision == "bf16":
-            translator.model.to(torch.bfloat16)
+        translator.model.to(DTYPES[self.precision])
         config = translator.model.generation_config
         continuous = batching == "continuous" and not unsupported_settings(config) and not translator.all_languages
         self.decoder = ContinuousDecoder(translator.model, translator.tokenizer, beams) if continuous else None

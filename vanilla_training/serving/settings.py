@@ -12,10 +12,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from modeling_vanilla import QUANTIZATIONS
+
+from ..precision import PRECISIONS
+
 BACKENDS = ("auto", "torch", "ctranslate2")
 BATCHING = ("continuous", "batches")
-PRECISIONS = ("auto", "fp32", "bf16")
-QUANTIZATIONS = ("auto", "float32", "int8")
 LOG_LEVELS = ("critical", "error", "warning", "info", "debug")
 ENVIRONMENT_PREFIX = "VANILLA_SERVE_"
 # The options LibreTranslate has with the same meaning, which its LT_ variables set too (LT_API_KEYS is not among
@@ -118,13 +120,13 @@ class ServeSettings:
     precision: str = option(
         "torch backend: auto is bf16 where the GPU or CPU computes bfloat16 natively, else fp32",
         "auto",
-        choices=PRECISIONS,
+        choices=("auto", *PRECISIONS),
     )
     quantization: str = option(
         "ctranslate2 backend: weight type; auto is int8 where the CPU computes int8 natively (VNNI or AMX), else "
         "float32 (int8 is the slower without them)",
         "auto",
-        choices=QUANTIZATIONS,
+        choices=("auto", *QUANTIZATIONS),
     )
     ct2_cache: Path | None = option(
         "ctranslate2 backend: where models exported on the fly are kept",
