@@ -1,6 +1,8 @@
 """Paragraphs in, paragraphs out: sentences found and put back with the input's exact whitespace; over-long sentences
 cut at clause or word boundaries, never truncated; HTML markup kept byte for byte."""
 
+import subprocess
+import sys
 import threading
 import time
 
@@ -299,3 +301,22 @@ def test_cutting_a_long_run_of_spaces_or_clause_marks_takes_linear_time(run):
     assert time.monotonic() - started < 5
     assert "".join(piece.text for piece in pieces) == sentence
     assert all(len(piece.text) <= 100 for piece in pieces if piece.translate)
+
+
+def test_the_pysbd_process_of_vanilla_serve_does_not_load_torch(tmp_path):
+    """A spawned process starts by importing the parent's main module: for vanilla-serve, the console script, which
+    imports `vanilla_training.cli.serve`. Loading torch there cost each of the two pysbd processes 3 s of CPU and
+    330 MiB, counted as the server's own."""
+    script = tmp_path / "vanilla_serve_like.py"
+    script.write_text(
+        "from vanilla_training.cli.serve import main  # as the console script does\n"
+        "if __name__ == '__main__':\n"
+        "    from vanilla_training.serving.paragraphs import Budget, SegmenterProcess\n"
+        "    child = SegmenterProcess()\n"
+        "    assert child.await_ready(Budget(seconds=60))\n"
+        "    print('libtorch' in open(f'/proc/{child.process.pid}/maps').read())\n"
+        "    child.stop()\n"
+    )
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "False"

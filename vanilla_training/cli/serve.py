@@ -19,12 +19,12 @@ requests, finishes those in flight, and exits 0.
 import argparse
 import sys
 
-from ..serving.settings import add_options, settings_from
-
 
 def parser(environ: dict[str, str] | None = None) -> argparse.ArgumentParser:
     """The command line: the models, and an option for each field of `serving.settings.ServeSettings`, whose
     default an environment variable may set (in `environ`; os.environ if None)."""
+    from ..serving.settings import add_options
+
     parser = argparse.ArgumentParser(
         prog="vanilla-serve", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
@@ -39,6 +39,9 @@ def parser(environ: dict[str, str] | None = None) -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> None:
+    # Imported here, not above: the sentence splitter's process starts by importing the main module (this one, or
+    # the console script that imports it), and should not load torch with it.
+    from ..serving.settings import settings_from
     from ..serving.workers import serve
 
     arguments = parser()
