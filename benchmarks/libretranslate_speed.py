@@ -48,7 +48,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
-from serve_speed import SYSTEMS, connect, cpu_seconds, post, read_sentences
+from serve_speed import SYSTEMS, connect, cpu_seconds, post, read_sentences, warm_up
 
 from vanilla_training.export.argos import export_argos
 
@@ -230,8 +230,7 @@ def run_system(args, system: str, home: Path, folder: Path, port: int, sentences
     else:
         process, url = start_vanilla_serve(args, system, port, folder, log)
     try:
-        with contextlib.closing(connect(url)) as warm_up:
-            post(warm_up, sentences[0], *languages)
+        warm_up(url, sentences, *languages)
         cells = {
             (per_request, clients): measure(url, sentences, per_request, clients, languages, process.pid)
             for per_request, clients in itertools.product(args.per_request, args.clients)

@@ -139,6 +139,13 @@ def post(connection: http.client.HTTPConnection, text: str, source: str, target:
     return time.perf_counter() - started
 
 
+def warm_up(url: str, sentences: list[str], source: str, target: str) -> None:
+    """One request of two sentences before the clients start: the model has run, and the sentence splitter's process
+    (which a line of two sentences needs) has started and answered, so that neither is in the first measurement."""
+    with contextlib.closing(connect(url)) as connection:
+        post(connection, " ".join(sentences[:2]), source, target)
+
+
 def batch_totals(url: str) -> tuple[float, float]:
     """Sentences translated by the model and batches run so far, from the server's /metrics."""
     from prometheus_client.parser import text_string_to_metric_families
@@ -302,8 +309,7 @@ def measure_systems(args: argparse.Namespace, sentences: list[str]) -> dict[str,
                 args.model, system, cache, Path(folder) / f"{system}.log", args.server_max_tokens, workers
             )
             try:
-                with contextlib.closing(connect(url)) as warm_up:
-                    post(warm_up, sentences[0], source, target)
+                warm_up(url, sentences, source, target)
                 for clients in args.clients:
                     results[system][clients] = measure_server(
                         url, sentences, args.per_request, clients, source, target, process.pid
