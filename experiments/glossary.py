@@ -1,6 +1,7 @@
-"""Glossaries measured: term use, BLEU, chrF and speed of the en-de test split without and with a glossary.
+"""Glossaries measured: term use, BLEU, chrF and speed of an en-de split without and with a glossary.
 
     python experiments/glossary.py runs/demo/final                # the 1,866 en-de test verses
+    python experiments/glossary.py runs/demo/final --split validation
     python experiments/glossary.py runs/demo/final --limit 500    # the first 500
 
 The glossary is drawn from the TRAINING split alone (never from test), by rules fixed before any test verse was
@@ -11,10 +12,11 @@ translated, and written to experiments/results/glossary-en-de.tsv:
   highest Dice coefficient, 2 * both / (source verses + target verses)), kept where that coefficient is at least
   0.8 (a name the references translate one way nearly always).
 Both translations go through `Translator.translate` (the model's beam search as its generation config says, the
-batching of vanilla-translate); with the glossary, each verse's terms are placed by the constrained beam search
-(`vanilla_training/glossary.py`). Term use: of the (verse, term) pairs whose source holds the term, the share whose
-translation holds the target term at the start of a word (the reference's share is printed beside, as a check of the
-glossary). Printed: a markdown table; seconds on a shared machine are indicative.
+batching of vanilla-translate); with the glossary, `vanilla_training.glossary.translate_with_glossary` places each
+verse's terms (the constrained beam search where the translation without them misses one). Term use: of the
+(verse, term) pairs whose source holds the term, the share whose translation holds the target term at the start of a
+word (the reference's share is printed beside, as a check of the glossary). Printed: a markdown table; seconds on a
+shared machine are indicative.
 """
 
 import argparse
@@ -79,7 +81,8 @@ def term_use(glossary: Glossary, sources: list[str], texts: list[str]) -> tuple[
 def main(argv: list[str] | None = None) -> str:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("model_dir", help="a saved en-de translator (e.g. runs/demo/final)")
-    parser.add_argument("--limit", type=int, help="translate only the first N test verses")
+    parser.add_argument("--split", choices=("test", "validation"), default="test", help="the split translated")
+    parser.add_argument("--limit", type=int, help="translate only the first N verses")
     parser.add_argument("--glossary-out", type=Path, default=TSV, help=f"where the glossary is written ({TSV})")
     args = parser.parse_args(argv)
     translator = load_translator(args.model_dir)
@@ -87,7 +90,7 @@ def main(argv: list[str] | None = None) -> str:
     terms = draw_glossary([(row["translation"]["en"], row["translation"]["de"]) for row in corpus["train"]])
     args.glossary_out.write_text("en\tde\n" + "".join(f"{s}\t{t}\n" for s, t in terms.items()), encoding="utf-8")
     glossary = Glossary.build(terms, translator.tokenizer)
-    test = [row["translation"] for row in corpus["test"]][: args.limit]
+    test = [row["translation"] for row in corpus[args.split]][: args.limit]
     sources, references = [pair["en"] for pair in test], [pair["de"] for pair in test]
 
     started = time.perf_counter()
@@ -111,7 +114,7 @@ def main(argv: list[str] | None = None) -> str:
     verses_with_terms = sum(bool(result.terms) for result in results)
     report = "\n".join(
         [
-            f"{len(sources):,} en-de test verses, model {args.model_dir}, glossary of {len(terms)} names "
+            f"{len(sources):,} en-de {args.split} verses, model {args.model_dir}, glossary of {len(terms)} names "
             f"({args.glossary_out.name}); {verses_with_terms:,} verses hold a term; the references use "
             f"{used_reference:,} of the {due:,} terms due ({100 * used_reference / due:.1f}%); terms not placed "
             f"(length limit): {not_placed}",

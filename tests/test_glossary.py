@@ -221,6 +221,31 @@ def test_glossary_terms_appear_where_their_source_term_is_and_nowhere_else(trans
             assert result.text == unconstrained
 
 
+def test_only_translations_that_miss_a_term_are_decoded_again_with_constraints(translator, monkeypatch):
+    """ "house" -> "Haus" is what the toy says anyway: the sentences holding only that term keep their translation
+    without the glossary, and only "two red car" (whose "Feuer Wagen" the toy never says) is constrained, with a
+    beam of 4 for each bank of the constrained search (one for each number of the term's tokens placed)."""
+    glossary = Glossary.build({"house": "Haus", "red car": "Feuer Wagen"}, translator.tokenizer)
+    plain = translator.translate(SENTENCES, progress=False)
+    constrained: list[tuple[str, int]] = []
+    translate = translator.translate
+
+    def spy(sentences, **options):
+        if options.get("constraints") is not None:
+            constrained.extend((sentence, options["num_beams"]) for sentence in sentences)
+        return translate(sentences, **options)
+
+    monkeypatch.setattr(translator, "translate", spy)
+    results = translate_with_glossary(translator, SENTENCES, glossary, progress=False)
+    term_tokens = len(translator.tokenizer("Feuer Wagen", add_special_tokens=False)["input_ids"])
+    assert translator.model.generation_config.num_beams == 4 and term_tokens >= 2
+    assert constrained == [("two red car", 4 * (1 + term_tokens))]
+    for sentence, result, unconstrained in zip(SENTENCES, results, plain, strict=True):
+        assert result.missing == []
+        assert (result.text == unconstrained) == (sentence != "two red car")
+    assert "Feuer Wagen" in results[SENTENCES.index("two red car")].text
+
+
 def test_source_terms_match_whole_words_whatever_their_case_longest_first(translator):
     glossary = Glossary.build({"house": "Gebäude", "red": "rot", "red car": "Feuer Wagen"}, translator.tokenizer)
     assert glossary.terms_in("The HOUSE, a house; red.") == [Term("house", "Gebäude"), Term("red", "rot")]

@@ -3,10 +3,11 @@
 A glossary maps source terms to target terms. In each sentence, the source terms that occur in it (whole words,
 whatever their case; where terms overlap, the longest, leftmost first) make the sentence's constraints: the
 target term, as written or with its first letter capitalised (a disjunctive constraint, so that a term may open a
-sentence), must appear in the translation. The model's `generate` places them (`force_words_ids_per_sentence`,
-lexically constrained beam search, `modeling_vanilla/constrained_beam_search.py`). A target term is placed where it
-starts a word; a term not placed (the translation reached its length limit first) is reported, never dropped
-silently.
+sentence), must appear in the translation. A sentence whose translation without the glossary holds its terms keeps
+it; the others are translated again with a wider beam, the model's `generate` placing their terms
+(`force_words_ids_per_sentence`, lexically constrained beam search, `modeling_vanilla/constrained_beam_search.py`).
+A target term is placed where it starts a word; a term not placed (the translation reached its length limit first)
+is reported, never dropped silently.
 
     glossary = Glossary.build({"Pharaoh": "Pharao", "Moses": "Mose"}, translator.tokenizer)
     results = translate_with_glossary(translator, ["And Moses said unto Pharaoh"], glossary)
@@ -25,6 +26,8 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from transformers import PreTrainedTokenizerBase
+
+from modeling_vanilla.constrained_beam_search import constraint_length
 
 from .translator import Translator
 
@@ -213,10 +216,28 @@ def translate_with_glossary(
     translator: Translator, sentences: list[str], glossary: Glossary, **options
 ) -> list[GlossaryTranslation]:
     """Each sentence's translation with its glossary terms placed (`Translator.translate`'s `options`), and the
-    terms the translation misses (not placed before the length limit)."""
+    terms the translation misses (not placed before the length limit). Sentences are translated as without the
+    glossary first; those whose translation misses one of their terms are translated again with all of their terms
+    as constraints, and a beam as wide as the first one for each bank of the constrained search (which shares its
+    beam among banks, one for each number of constraint tokens placed): the translations that hold their terms
+    anyway keep them, and no bank has fewer hypotheses than the search without constraints (experiments/README.md
+    measures the three ways)."""
     terms = [glossary.terms_in(sentence) for sentence in sentences]
-    constraints = [glossary.constraints(sentence_terms) for sentence_terms in terms]
-    texts = translator.translate(sentences, constraints=constraints, **options)
+    texts = translator.translate(sentences, **options)
+    beams = options.get("num_beams") or translator.model.generation_config.num_beams or 1
+    again_by_banks: dict[int, list[int]] = {}
+    for i, text in enumerate(texts):
+        if any(not placed(term.target, text) for term in terms[i]):
+            banks = 1 + sum(constraint_length(constraint) for constraint in glossary.constraints(terms[i]))
+            again_by_banks.setdefault(banks, []).append(i)
+    for banks, again in again_by_banks.items():
+        constrained = translator.translate(
+            [sentences[i] for i in again],
+            constraints=[glossary.constraints(terms[i]) for i in again],
+            **{**options, "num_beams": beams * banks},
+        )
+        for i, text in zip(again, constrained, strict=True):
+            texts[i] = text
     return [
         GlossaryTranslation(text, sentence_terms, [term for term in sentence_terms if not placed(term.target, text)])
         for text, sentence_terms in zip(texts, terms, strict=True)

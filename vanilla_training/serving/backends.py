@@ -1,5 +1,6 @@
 """What runs a model for the server: the torch backend (the model as `vanilla-translate` runs it, in float32,
-bfloat16 or, on a GPU, float16) and the CTranslate2 backend (the model exported by `vanilla-export-ct2`, float32 or int8).
+bfloat16 or, on a GPU, float16) and the CTranslate2 backend (the model exported by `vanilla-export-ct2`, float32 or
+int8).
 
 Both take a batch of sentences and a number of hypotheses `n` and give, for each sentence, its `n` best
 translations from the beam, best first. Models are loaded through `vanilla_training.translator.load_translator`.
