@@ -25,8 +25,9 @@ from .schema import (
 from .service import Service
 
 
-def service(request: Request) -> Service:
-    """The app's `Service` (a FastAPI dependency)."""
+async def service(request: Request) -> Service:
+    """The app's `Service` (a FastAPI dependency; async, so that FastAPI calls it on the event loop rather than
+    handing each request to a worker thread for it)."""
     return request.app.state.service
 
 
