@@ -21,7 +21,7 @@ import pyarrow.compute as pc
 from datasets.fingerprint import Hasher
 from transformers import AutoTokenizer, PreTrainedTokenizerBase
 
-from .corpus import load_corpus, multilingual
+from .corpus import Direction, load_corpus, multilingual
 from .tokenizer import train_joint_bpe
 
 # The column of each tokenized pair that token-budget batching reads: the longer side, in tokens.
@@ -194,7 +194,8 @@ def tokenize(
     """`input_ids`, `labels` and `length` (the longer side) of every pair, in the split's order, computed by
     `num_proc` processes; pairs with an empty side or longer than `max_length` tokens are left out, and counted
     aloud. The result is cached under a key of the split, the tokenizer and the languages. A split of many directions
-    (`multilingual.COLUMNS`) is encoded by `encode_directions`, each target after its language's token."""
+    (`multilingual.COLUMNS`) is encoded by `encode_directions`, each target after its language's token, and keeps
+    its rows' verses (`multilingual.VERSE`) where it has them."""
     many_directions = "target_lang" in split.column_names
 
     def encode(batch: dict[str, list]) -> dict[str, list]:
@@ -208,6 +209,7 @@ def tokenize(
             "labels": encoded["labels"],
             LENGTH: [max(len(a), len(b)) for a, b in zip(encoded["input_ids"], encoded["labels"], strict=True)],
             "empty": [not a.strip() or not b.strip() for a, b in zip(sources, targets, strict=True)],
+            **({multilingual.VERSE: batch[multilingual.VERSE]} if multilingual.VERSE in batch else {}),
         }
 
     key = Hasher.hash((split._fingerprint, tokenizer.backend_tokenizer.to_str(), source, target, "tokenize-v1"))
@@ -249,6 +251,14 @@ def lengths(tokenized: datasets.Dataset) -> np.ndarray:
     return tokenized.with_format("numpy", columns=[LENGTH])[:][LENGTH]
 
 
+def verses(tokenized: datasets.Dataset) -> np.ndarray | None:
+    """The verse of each row of a tokenized split of many directions (`multilingual.VERSE`), None where it has
+    none (a split of one pair, the user's files, a validation split)."""
+    if multilingual.VERSE not in tokenized.column_names:
+        return None
+    return tokenized.with_format("numpy", columns=[multilingual.VERSE])[:][multilingual.VERSE]
+
+
 def data_origin(
     pair: str,
     files: dict[str, str] | None,
@@ -277,10 +287,12 @@ class DataSource:
     dataset_name: str | None = None
     dataset_config: str | None = None
     versions: str = "one"
-    # A multilingual run (`--languages`): its languages, the directions left out of training and validation (a
-    # zero-shot probe: still tested), and `multilingual.direction_rows`'s sampling rule and seed.
+    # A multilingual run (`--languages`, `--directions`): its languages, the directions it trains, those left out of
+    # training and validation (a zero-shot probe: still tested), and `multilingual.direction_rows`'s sampling rule
+    # and seed.
     languages: tuple[str, ...] = ()
-    leave_out: tuple[tuple[str, str], ...] = ()
+    directions: tuple[Direction, ...] = ()
+    leave_out: tuple[Direction, ...] = ()
     directions_per_verse: int | None = None
     seed: int = 0
 
@@ -289,11 +301,17 @@ class DataSource:
         """Whether the pairs are the built-in corpus's."""
         return not self.files and not self.dataset_name
 
+    @property
+    def tested(self) -> list[Direction]:
+        """The directions a multilingual run is tested in: those it trains and those it leaves out."""
+        return [d for d in multilingual.directions(self.languages) if d in self.directions or d in self.leave_out]
+
     def load_splits(self) -> datasets.DatasetDict:
         if self.languages:
             if self.files:
-                return multilingual.check_rows(load_splits(self.pair, self.files), self.languages, self.leave_out)
-            return multilingual.training_splits(self.languages, self.leave_out, self.directions_per_verse, self.seed)
+                return multilingual.check_rows(load_splits(self.pair, self.files), self.languages, self.directions)
+            per_verse, seed = self.directions_per_verse, self.seed
+            return multilingual.training_splits(self.languages, self.directions, self.tested, per_verse, seed)
         return load_splits(self.pair, self.files, self.dataset_name, self.dataset_config, self.versions)
 
     def origin(self) -> dict:

@@ -35,7 +35,6 @@ from modeling_vanilla import VanillaConfig, VanillaForConditionalGeneration, pap
 
 from . import checkpoints, preprocess, recipe
 from .average_checkpoints import average_checkpoints
-from .batching import TokenBudgetBatchSampler
 from .card import environment, render_card
 from .corpus import multilingual
 from .evaluation import corpus_bleu, corpus_chrf, score_directions
@@ -43,7 +42,13 @@ from .plot import plot_training
 from .precision import precision_reason, training_attention
 from .tokenizer import train_joint_bpe
 from .train_settings import TrainingJob
-from .trainer import PatienceCallback, TimeBudgetProgress, TrainingTimeBudget, TranslationTrainer
+from .trainer import (
+    PatienceCallback,
+    TimeBudgetProgress,
+    TrainingTimeBudget,
+    TranslationTrainer,
+    token_batch_sampler,
+)
 from .translator import translate, translate_rows
 from .wordings import print_wording_scores, rounded_wording_scores, wording_scores
 
@@ -128,6 +133,12 @@ def prepare_data(
     return splits, tokenizer, train_set, validation
 
 
+def multilingual_config(job: TrainingJob) -> dict[str, list[str]]:
+    """What a multilingual model's config records: its languages, and the directions it trained (an open attribute,
+    as every transformers config attribute is: `translator.Translator` pivots or refuses the others)."""
+    return {"languages": list(job.data.languages), "trained_directions": [str(d) for d in job.data.directions]}
+
+
 def build_model(
     job: TrainingJob, config: PreTrainedConfig, tokenizer: PreTrainedTokenizerBase, model_factory: ModelFactory
 ) -> PreTrainedModel:
@@ -143,7 +154,7 @@ def build_model(
                 "bos_token_id": tokenizer.bos_token_id,
                 "eos_token_id": tokenizer.eos_token_id,
                 "decoder_start_token_id": tokenizer.bos_token_id,
-                **({"languages": list(job.data.languages)} if job.multilingual else {}),
+                **(multilingual_config(job) if job.multilingual else {}),
             }
         )
         set_seed(job.settings.seed)
@@ -229,8 +240,9 @@ def build_trainer(
 ) -> TranslationTrainer:
     """The Trainer, with greedy BLEU on the first `run.bleu_sentences` validation sentences at each evaluation."""
     run = job.recipe
-    batches = TokenBudgetBatchSampler(preprocess.lengths(train_set), run.max_tokens, seed=job.settings.seed)
-    training_args = training_arguments(job, round(len(train_set) / len(batches)))
+    per_verse = job.data.directions_per_verse if job.multilingual else None
+    batches = token_batch_sampler(train_set, run.max_tokens, job.settings.seed, per_verse=per_verse)
+    training_args = training_arguments(job, round(batches.examples / len(batches)))
     budget = TrainingTimeBudget(run.max_train_minutes * 60) if run.max_train_minutes else None
     callbacks = [budget] if budget else []
     callbacks += [PatienceCallback(run.patience)] if run.patience else []
@@ -242,6 +254,7 @@ def build_trainer(
         "data_collator": DataCollatorForSeq2Seq(tokenizer, model=model),
         "processing_class": tokenizer,
         "max_tokens": run.max_tokens,
+        "directions_per_verse": per_verse,
         "callbacks": callbacks,
     }
     if job.multilingual:
@@ -431,10 +444,8 @@ def run_results(
     """What `final/training_results.json` records of a run (the model card reads it), test results apart."""
     run, (source, target) = job.recipe, job.languages
     if job.multilingual:
-        trained = multilingual.directions(job.data.languages, job.data.leave_out)
-        languages = {
-            "multilingual": {"languages": list(job.data.languages), "directions": ["-".join(d) for d in trained]}
-        }
+        recorded = multilingual_config(job)
+        languages = {"multilingual": {"languages": recorded["languages"], "directions": recorded["trained_directions"]}}
     else:
         languages = {"languages": {"source": source, "target": target}}
     return {

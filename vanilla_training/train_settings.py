@@ -13,7 +13,7 @@ from typing import Any
 from modeling_vanilla import PRESETS
 
 from . import recipe
-from .corpus import check_versions, multilingual, parse_pair
+from .corpus import Direction, check_versions, multilingual, parse_pair
 from .precision import PRECISIONS, precision_problem, resolve_precision
 from .preprocess import DataSource
 from .recipe import setting
@@ -42,6 +42,15 @@ def languages_argument(spec: str) -> tuple[str, ...]:
         return tuple(multilingual.parse_languages(spec))
     except ValueError as error:
         raise argparse.ArgumentTypeError(str(error)) from None
+
+
+def directions_argument(spec: str) -> str:
+    """`--directions`, checked against the corpus's free languages (against `--languages` once both are read)."""
+    try:
+        multilingual.parse_directions(spec)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+    return spec.strip()
 
 
 def direction_argument(direction: str) -> tuple[str, str]:
@@ -97,10 +106,19 @@ class TrainSettings:
         default=None,
         type=languages_argument,
     )
+    directions: str | None = setting(
+        "data",
+        "the directions one multilingual model trains: 'en-de,de-en,...', 'english-centric' (English to and from "
+        "every other language) or 'all' (every ordered pair; the default); between the languages of --languages "
+        "where given, else those the list names (every free language for a named set)",
+        default=None,
+        type=directions_argument,
+        metavar="SPEC",
+    )
     leave_out: list[tuple[str, str]] = setting(
         "data",
-        "with --languages: a direction left out of training and validation and still tested (a zero-shot "
-        "probe); repeatable",
+        "with --languages or --directions: a direction left out of training and validation and still tested (a "
+        "zero-shot probe; one outside --directions is only tested); repeatable",
         default_factory=list,
         type=direction_argument,
         metavar="SRC-TGT",
@@ -108,9 +126,10 @@ class TrainSettings:
     )
     directions_per_verse: int | None = setting(
         "data",
-        "with --languages on the built-in corpus: the directions each train and validation verse gives, drawn "
-        "uniformly without replacement from the directions trained (seeded by --seed), or 'all' (default: 6, every "
-        "direction of three languages)",
+        "with --languages or --directions on the built-in corpus: the directions each train and validation verse "
+        "gives, drawn uniformly without replacement from the directions trained, afresh each epoch for training "
+        "(seeded by --seed and the epoch), once for validation; or 'all' (default: 6, every direction of three "
+        "languages)",
         default=6,
         type=per_verse_argument,
         metavar="K",
@@ -289,38 +308,66 @@ def settings_from(args: argparse.Namespace) -> TrainSettings:
 
 
 def multilingual_problem(settings: TrainSettings, given: set[str]) -> str | None:
-    """What cannot run with (or without) `--languages`, naming the option; `given` holds the options on the
-    command line."""
-    if not settings.languages:
+    """What cannot run with (or without) `--languages` or `--directions`, naming the option; `given` holds the
+    options on the command line."""
+    if not (settings.languages or settings.directions):
         if settings.preset == "multilingual":
             return "--preset multilingual trains one model on many directions: give --languages (e.g. en,de,fr or all)"
         named = [option for option in ("--leave-out", "--directions-per-verse") if option in given]
-        return f"{named[0]} goes with --languages" if named else None
+        return f"{named[0]} goes with --languages or --directions" if named else None
+    multilingual_option = "--languages" if settings.languages else "--directions"
     for name in ("pair", "source_lang", "target_lang", "dataset_name"):
         if getattr(settings, name) is not None:
-            return not_with_languages(option_name(name))
+            return not_with_languages(option_name(name), multilingual_option)
     if "versions" in settings.recipe_overrides:
-        return not_with_languages("--versions")
+        return not_with_languages("--versions", multilingual_option)
     for name in ("model_name_or_path", "tokenizer"):
         if getattr(settings, name):
             return (
-                f"{option_name(name)} does not go with --languages yet: a multilingual run trains its own tokenizer "
-                "and model"
+                f"{option_name(name)} does not go with {multilingual_option} yet: a multilingual run trains its own "
+                "tokenizer and model"
             )
     if settings.train_file and "--directions-per-verse" in given:
         return "--directions-per-verse samples the built-in corpus's verses; your files' rows are trained as given"
+    try:
+        languages, chosen = run_directions(settings)
+    except ValueError as error:
+        return str(error)
     for source, target in settings.leave_out:
-        if not {source, target} <= set(settings.languages):
-            return f"--leave-out {source}-{target}: not a direction of --languages {','.join(settings.languages)}"
-    if not multilingual.directions(settings.languages, settings.leave_out):
+        if not {source, target} <= set(languages):
+            return f"--leave-out {source}-{target}: not a direction of --languages {','.join(languages)}"
+    if not [direction for direction in chosen if direction not in settings.leave_out]:
         return "--leave-out leaves no direction to train"
     return None
 
 
-def not_with_languages(option: str) -> str:
+def run_directions(settings: TrainSettings) -> tuple[tuple[str, ...], list[Direction]]:
+    """The languages of a multilingual run and the directions it chooses, before `--leave-out`: `--directions` (by
+    default 'all') between the languages of `--languages`, else between those `--directions` names (every free
+    language for a named set). ValueError naming the option at fault, and a language of `--languages` that no
+    direction has."""
+    spec = settings.directions or "all"
+    try:
+        if settings.languages:
+            languages = settings.languages
+        elif spec in multilingual.DIRECTION_SETS:
+            languages = tuple(multilingual.parse_languages("all"))
+        else:
+            languages = tuple(multilingual.languages_of(multilingual.parse_directions(spec)))
+        chosen = multilingual.parse_directions(spec, languages)
+    except ValueError as error:
+        raise ValueError(f"--directions {spec}: {error}") from None
+    if unused := [code for code in languages if not any(code in direction for direction in chosen)]:
+        raise ValueError(
+            f"--languages {','.join(languages)}: --directions {spec} has no direction from or into {', '.join(unused)}"
+        )
+    return languages, chosen
+
+
+def not_with_languages(option: str, multilingual_option: str = "--languages") -> str:
     return (
-        f"{option} does not go with --languages: a multilingual run takes the built-in corpus's first free version "
-        "of each language, or --train-file files whose rows name their languages"
+        f"{option} does not go with {multilingual_option}: a multilingual run takes the built-in corpus's first free "
+        "version of each language, or --train-file files whose rows name their languages"
     )
 
 
@@ -383,7 +430,9 @@ def training_recipe(settings: TrainSettings) -> recipe.Recipe:
     """The preset's recipe for the languages (`recipe.recipe_for`) with the command line's overrides; ValueError
     naming the options whose values no run can use."""
     try:
-        run = recipe.recipe_for(settings.preset, *(settings.languages or settings.pair_languages))
+        multilingual_run = settings.languages or settings.directions
+        languages = run_directions(settings)[0] if multilingual_run else settings.pair_languages
+        run = recipe.recipe_for(settings.preset, *languages)
         size = {} if settings.size is None else {"size": settings.size}  # --size is the recipe's size
         run = dataclasses.replace(run, **size, **settings.recipe_overrides)
     except ValueError as error:  # named as the options that set them
@@ -392,7 +441,7 @@ def training_recipe(settings: TrainSettings) -> recipe.Recipe:
             r"\b[a-z]+(?:_[a-z]+)*\b", lambda word: option_name(word[0]) if word[0] in fields else word[0], str(error)
         )
         raise ValueError(f"--preset {settings.preset} with these options: {named}") from None
-    if not (settings.train_file or settings.dataset_name or settings.languages):  # the built-in corpus of one pair
+    if not (settings.train_file or settings.dataset_name or multilingual_run):  # the built-in corpus of one pair
         try:
             check_versions(run.versions, settings.pair_languages[0])
         except ValueError as error:
@@ -407,13 +456,16 @@ def data_source(settings: TrainSettings, versions: str) -> DataSource:
     if settings.train_file:
         named = {"train": settings.train_file, "validation": settings.validation_file, "test": settings.test_file}
         files = {split: path for split, path in named.items() if path}
-    if settings.languages:  # the rows name their languages
+    if settings.languages or settings.directions:  # the rows name their languages
+        languages, chosen = run_directions(settings)
+        leave_out = tuple(Direction(*direction) for direction in settings.leave_out)
         return DataSource(
             source="",
             target="",
             files=files,
-            languages=settings.languages,
-            leave_out=tuple(settings.leave_out),
+            languages=languages,
+            directions=tuple(direction for direction in chosen if direction not in leave_out),
+            leave_out=leave_out,
             directions_per_verse=settings.directions_per_verse,
             seed=settings.seed,
         )

@@ -16,9 +16,10 @@ from transformers.trainer import TRAINER_STATE_NAME
 
 from . import checkpoints, recipe
 from .batching import TokenBudgetBatchSampler
+from .corpus.multilingual import VERSE
 from .evaluation import corpus_bleu
 from .loss import label_smoothed_projection_loss
-from .preprocess import LENGTH, lengths
+from .preprocess import LENGTH, lengths, verses
 from .translator import translate
 
 
@@ -74,6 +75,15 @@ class PatienceCallback(EarlyStoppingCallback):
             raise ValueError("early stopping needs metric_for_best_model: the validation score it watches")
 
 
+def token_batch_sampler(
+    dataset: datasets.Dataset, max_tokens: int, seed: int, shuffle: bool = True, per_verse: int | None = None
+) -> TokenBudgetBatchSampler:
+    """The token-budget batches of a tokenized split: by verse, `per_verse` rows of each drawn each epoch, where
+    `per_verse` is given and the split holds its rows' verses."""
+    groups = verses(dataset) if per_verse is not None else None
+    return TokenBudgetBatchSampler(lengths(dataset), max_tokens, seed, shuffle, groups=groups, per_group=per_verse)
+
+
 class TranslationTrainer(Seq2SeqTrainer):
     """`Seq2SeqTrainer` with token-budget batches, the paper's schedule, greedy BLEU on `bleu_sources` at each
     evaluation (with the tokenizer of `target_lang`, as the test BLEU), atomic checkpoints, and the training time in
@@ -86,9 +96,11 @@ class TranslationTrainer(Seq2SeqTrainer):
         bleu_sources: list[str],
         bleu_references: list[str],
         target_lang: str | None = None,
+        directions_per_verse: int | None = None,
         **kwargs,
     ):
         super().__init__(*args, **kwargs)
+        self.directions_per_verse = directions_per_verse  # drawn afresh each epoch from a split with verses
         self.max_tokens = max_tokens
         self.bleu_sources = bleu_sources
         self.bleu_references = bleu_references
@@ -131,9 +143,12 @@ class TranslationTrainer(Seq2SeqTrainer):
         )
 
     def _token_batches(self, dataset: datasets.Dataset, shuffle: bool) -> DataLoader:
-        """transformers' samplers put a fixed number of sentences in a batch; the paper fixes the tokens."""
-        sampler = TokenBudgetBatchSampler(lengths(dataset), self.max_tokens, seed=self.args.seed, shuffle=shuffle)
-        loader = DataLoader(dataset.remove_columns(LENGTH), batch_sampler=sampler, collate_fn=self.data_collator)
+        """transformers' samplers put a fixed number of sentences in a batch; the paper fixes the tokens. A split
+        of many directions with its rows' verses (`multilingual.VERSE`) gives `directions_per_verse` rows of each
+        verse, drawn afresh each epoch (`TokenBudgetBatchSampler`'s groups)."""
+        sampler = token_batch_sampler(dataset, self.max_tokens, self.args.seed, shuffle, self.directions_per_verse)
+        columns = [column for column in (LENGTH, VERSE) if column in dataset.column_names]
+        loader = DataLoader(dataset.remove_columns(columns), batch_sampler=sampler, collate_fn=self.data_collator)
         return self.accelerator.prepare(loader)
 
     def get_train_dataloader(self) -> DataLoader:

@@ -10,11 +10,15 @@ therefore scored on the same verses. The build is `<data dir>/multilingual-<code
 one verse a line: `{"verse": [book, chapter, verse], "texts": {"en": ..., "de": ...}}` (a train verse lists the
 languages that have it), and `stats.json`.
 
+A run trains the directions chosen (`parse_directions`: a list such as "en-de,de-en", English to and from every
+other language, or every ordered pair) and is tested in those and in any direction it leaves out (a zero-shot probe).
 Training rows come from verses (`direction_rows`), each `{"source_lang", "target_lang", "source", "target"}`. The
 sampling rule: every direction of every verse (`per_verse=None`), or, for each verse, `per_verse` directions drawn
-uniformly without replacement from the directions asked for (seeded). Every direction has about the same verses here,
-so this draws directions uniformly, as temperature sampling over directions (p proportional to n^(1/T)) does at any
-T for equal sizes, and shows every train verse in each epoch. A pair is kept where both sides pass `pairs.py`'s
+uniformly without replacement from the directions asked for (seeded). The train split holds every direction of every
+verse with the verse's index (`VERSE`), and the draw is made afresh each epoch, seeded by the seed and the epoch
+(`batching.TokenBudgetBatchSampler`'s groups); validation is drawn once. Every direction has about the same verses
+here, so this draws directions uniformly, as temperature sampling over directions (p proportional to n^(1/T)) does at
+any T for equal sizes, and shows every train verse in each epoch. A pair is kept where both sides pass `pairs.py`'s
 length filter for that direction (bounds from the direction's train verses) and, in training, where its normalised
 source is new to its direction (`pairs.py`'s de-duplication).
 """
@@ -36,23 +40,31 @@ from .pairs import SPLITS, LeakIndex, keep_pair, normalise, pair_length_bounds, 
 RECIPE_VERSION = 1
 # The columns of a split of many directions: what `direction_rows` writes, and what the user's files must hold.
 COLUMNS = ("source_lang", "target_lang", "source", "target")
+VERSE = "verse"  # the column of a train row's verse (its index): the directions of a verse are drawn from its rows
+ENGLISH = "en"
+DIRECTION_SETS = ("english-centric", "all")  # the named sets of directions (`parse_directions`)
+
+
+def check_language(code: str, spec: str) -> None:
+    """ValueError naming `code` (read from `spec`) where it is no language of the corpus, or has no free version."""
+    free = free_languages()
+    if code not in LANGUAGE_NAMES:
+        raise ValueError(f"unknown language {code!r} in {spec!r}; the corpus's free languages: {', '.join(free)}")
+    if code not in free:
+        raise ValueError(
+            f"{LANGUAGE_NAMES[code]} ({code}) has no free version in the corpus (see `vanilla-corpus "
+            f"--list-pairs`); the free languages: {', '.join(free)}"
+        )
 
 
 def parse_languages(spec: str) -> list[str]:
     """`"en,de,fr"` -> `["en", "de", "fr"]`; `"all"` -> every language with a free version (read from `bible.py`
     now). ValueError naming the problem: an unknown language, one with no free version, a repeat, fewer than two."""
-    free = free_languages()
     if spec.strip() == "all":
-        return free
+        return free_languages()
     codes = [code.strip() for code in spec.split(",")]
     for code in codes:
-        if code not in LANGUAGE_NAMES:
-            raise ValueError(f"unknown language {code!r} in {spec!r}; the corpus's free languages: {', '.join(free)}")
-        if code not in free:
-            raise ValueError(
-                f"{LANGUAGE_NAMES[code]} ({code}) has no free version in the corpus (see `vanilla-corpus "
-                f"--list-pairs`); the free languages: {', '.join(free)}"
-            )
+        check_language(code, spec)
     if len(set(codes)) != len(codes) or len(codes) < 2:
         raise ValueError(f"languages {spec!r}: give two or more distinct languages, or 'all'")
     return codes
@@ -61,6 +73,49 @@ def parse_languages(spec: str) -> list[str]:
 def directions(languages: Sequence[str], leave_out: Sequence[Direction] = ()) -> list[Direction]:
     """Every ordered pair of two of `languages`, less those of `leave_out` (e.g. for a zero-shot probe)."""
     return [Direction(*pair) for pair in itertools.permutations(languages, 2) if pair not in set(leave_out)]
+
+
+def english_centric(languages: Sequence[str]) -> list[Direction]:
+    """English into and out of every other of `languages` (ValueError where English is not one of them)."""
+    if ENGLISH not in languages:
+        raise ValueError(f"english-centric: English (en) is not one of the languages {','.join(languages)}")
+    others = [code for code in languages if code != ENGLISH]
+    return [direction for code in others for direction in (Direction(ENGLISH, code), Direction(code, ENGLISH))]
+
+
+def parse_directions(spec: str, languages: Sequence[str] | None = None) -> list[Direction]:
+    """The directions of `spec`: `"en-de,de-en,..."`, `"english-centric"` (`english_centric`) or `"all"` (every
+    ordered pair), the named sets over `languages` (default: every language with a free version). ValueError naming
+    the problem: a malformed direction, an unknown language or one with no free version, a language outside
+    `languages`, a language into itself, a repeat."""
+    spec = spec.strip()
+    if spec in DIRECTION_SETS:
+        codes = list(languages) if languages is not None else free_languages()
+        return english_centric(codes) if spec == "english-centric" else directions(codes)
+    chosen: list[Direction] = []
+    for text in (part.strip() for part in spec.split(",")):
+        try:
+            direction = Direction.parse(text)
+        except ValueError:
+            raise ValueError(
+                f"{text!r} in {spec!r} is no direction: give SRC-TGT directions (e.g. en-de,de-en), or one of "
+                f"{', '.join(DIRECTION_SETS)}"
+            ) from None
+        for code in direction:
+            check_language(code, spec)
+            if languages is not None and code not in languages:
+                raise ValueError(f"direction {text}: {code} is not one of the languages {','.join(languages)}")
+        if direction.source == direction.target:
+            raise ValueError(f"direction {text} translates {LANGUAGE_NAMES[direction.source]} into itself")
+        if direction in chosen:
+            raise ValueError(f"direction {text} is given twice in {spec!r}")
+        chosen.append(direction)
+    return chosen
+
+
+def languages_of(pairs: Sequence[Direction]) -> list[str]:
+    """The languages of `pairs`, in the order they first appear."""
+    return list(dict.fromkeys(code for pair in pairs for code in pair))
 
 
 def multilingual_folder(languages: Sequence[str], out_dir: Path | None = None) -> Path:
@@ -158,13 +213,15 @@ def direction_rows(
     per_verse: int | None = None,
     seed: int = 0,
     dedupe: bool = False,
+    verse_index: bool = False,
 ) -> list[dict]:
     """The translation rows of `verses` in the directions `pairs` by the sampling rule of the module docstring;
-    with `dedupe`, a row whose normalised source its direction already has is left out."""
+    with `dedupe`, a row whose normalised source its direction already has is left out; with `verse_index`, each
+    row holds the index of its verse in `verses` (column `VERSE`)."""
     rng = random.Random(seed)
     seen: set[tuple[str, str, str]] = set()
     rows = []
-    for verse in verses:
+    for index, verse in enumerate(verses):
         texts = verse["texts"]
         candidates = [(s, t) for s, t in pairs if s in texts and t in texts]
         if per_verse is not None and per_verse < len(candidates):
@@ -177,9 +234,8 @@ def direction_rows(
                 if key in seen:
                     continue
                 seen.add(key)
-            rows.append(
-                {"source_lang": source, "target_lang": target, "source": texts[source], "target": texts[target]}
-            )
+            row = {"source_lang": source, "target_lang": target, "source": texts[source], "target": texts[target]}
+            rows.append({**row, VERSE: index} if verse_index else row)
     return rows
 
 
@@ -190,28 +246,34 @@ def load_multilingual_corpus(
     seed: int = 0,
     data_dir: Path | None = None,
     db_path: Path | None = None,
+    tested: Sequence[Direction] | None = None,
 ) -> datasets.DatasetDict:
-    """Train, validation and test rows of `languages` in the directions `pairs` (default: every one): train and
-    validation by the sampling rule (`per_verse`, `seed`; train de-duplicated), test in every direction of `pairs`."""
+    """Train, validation and test rows of `languages` in the directions `pairs` (default: every one): train in every
+    direction of `pairs` with each row's verse (`VERSE`; de-duplicated), for the sampler to draw `per_verse` of them
+    each epoch; validation by the sampling rule (`per_verse`, `seed`), drawn once; test in every direction of `tested`
+    (default: `pairs`)."""
     verses = load_verses(languages, data_dir, db_path)
     pairs = list(pairs) if pairs is not None else directions(languages)
-    bounds = length_bounds(verses["train"], pairs)
+    tested = list(tested) if tested is not None else pairs
+    bounds = length_bounds(verses["train"], list(dict.fromkeys([*pairs, *tested])))
     rows = {
-        "train": direction_rows(verses["train"], pairs, bounds, per_verse, seed, dedupe=True),
+        "train": direction_rows(verses["train"], pairs, bounds, dedupe=True, verse_index=True),
         "validation": direction_rows(verses["validation"], pairs, bounds, per_verse, seed),
-        "test": direction_rows(verses["test"], pairs, bounds),
+        "test": direction_rows(verses["test"], tested, bounds),
     }
     return datasets.DatasetDict({split: datasets.Dataset.from_list(split_rows) for split, split_rows in rows.items()})
 
 
 def training_splits(
-    languages: Sequence[str], leave_out: Sequence[Direction] = (), per_verse: int | None = None, seed: int = 0
+    languages: Sequence[str],
+    trained: Sequence[Direction] | None = None,
+    tested: Sequence[Direction] | None = None,
+    per_verse: int | None = None,
+    seed: int = 0,
 ) -> datasets.DatasetDict:
-    """`load_multilingual_corpus` of every direction but `leave_out` for training and validation, and a test split of
-    every direction, the left-out ones included (a zero-shot probe scores them)."""
-    splits = load_multilingual_corpus(languages, directions(languages, leave_out), per_verse, seed)
-    if leave_out:
-        splits["test"] = load_multilingual_corpus(languages)["test"]
+    """`load_multilingual_corpus` of the directions `trained` (default: every one) for training and validation, and a
+    test split of those of `tested` (default: `trained`; a direction not trained is a zero-shot probe)."""
+    splits = load_multilingual_corpus(languages, trained, per_verse, seed, tested=tested)
     if empty := [split for split, rows in splits.items() if not len(rows)]:
         raise ValueError(
             f"the corpus of {', '.join(languages)} has no {' and no '.join(empty)} verse that every language has "
@@ -221,10 +283,11 @@ def training_splits(
 
 
 def check_rows(
-    splits: datasets.DatasetDict, languages: Sequence[str], leave_out: Sequence[Direction] = ()
+    splits: datasets.DatasetDict, languages: Sequence[str], trained: Sequence[Direction] | None = None
 ) -> datasets.DatasetDict:
     """The user's splits of many directions, checked: the columns `COLUMNS` and no language outside `languages`
-    (ValueError naming the problem); rows of a `leave_out` direction dropped from train and validation."""
+    (ValueError naming the problem); rows of a direction not in `trained` (default: every one) dropped from train and
+    validation."""
     for split, rows in splits.items():
         if missing := [column for column in COLUMNS if column not in rows.column_names]:
             raise ValueError(
@@ -234,11 +297,11 @@ def check_rows(
         found = set(rows.unique("source_lang")) | set(rows.unique("target_lang"))
         if unknown := sorted(found - set(languages)):
             raise ValueError(f"the {split} data has languages {unknown} outside --languages {','.join(languages)}")
-    if not leave_out:
+    if trained is None or set(trained) >= set(directions(languages)):
         return splits
-    left_out = {f"{source}-{target}" for source, target in leave_out}
+    kept = {f"{source}-{target}" for source, target in trained}
     for split in ("train", "validation"):
-        splits[split] = splits[split].filter(lambda row: f"{row['source_lang']}-{row['target_lang']}" not in left_out)
+        splits[split] = splits[split].filter(lambda row: f"{row['source_lang']}-{row['target_lang']}" in kept)
     return splits
 
 
