@@ -80,3 +80,17 @@ def score_directions(rows: dict[str, list], predictions: list[str]) -> dict[str,
             "sentences": len(indices),
         }
     return scores
+
+
+def off_target_rate(predictions: list[str], target_lang: str, languages: list[str] | None = None) -> float:
+    """The share of `predictions` whose language, as py3langid detects it (among `languages`, e.g. a multilingual
+    model's, where given; else among all it knows), is not `target_lang`: the off-target rate of zero-shot
+    translation (Zhang et al. 2020). A prediction with no letter or digit counts as off target. py3langid comes
+    with the serve extra."""
+    from .serving.detect import Detector, translatable
+
+    if not predictions:
+        raise ValueError("the off-target rate of no predictions is undefined")
+    detector = Detector() if languages is None else Detector().among(list(languages))
+    detected = [detector.detect(text)[0]["language"] if translatable(text) else None for text in predictions]
+    return sum(language != target_lang for language in detected) / len(predictions)

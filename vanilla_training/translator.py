@@ -5,7 +5,9 @@ The languages a model of one direction translates are those its training recorde
 the weights); languages given by the caller are checked against them, or stand in for them where none are recorded (a
 converted OPUS-MT model, a model trained elsewhere). A multilingual model records its languages in its config
 (`config.languages`) and translates between any two of them: the direction is given when it is loaded, or with each
-call (`Translator.translate(..., target_lang=...)`).
+call (`Translator.translate(..., target_lang=...)`). Where its config records the directions it trained
+(`config.trained_directions`), a direction it did not train is translated through a pivot language by two trained
+directions (`Translator.route`), or zero-shot where asked for.
 """
 
 import dataclasses
@@ -25,12 +27,22 @@ from modeling_vanilla import EXTRA_OUTPUT_LENGTH
 
 from .batching import TokenBudgetBatchSampler
 from .corpus import Direction
+from .corpus.direction import pivot_language
 
 RESULTS = "training_results.json"  # written by vanilla-train beside the model; it records the languages
+# How a multilingual model translates a direction it did not train that two of its trained directions reach through a
+# pivot language: "pivot" (translating twice) or "zero-shot" (the direction's own target token). Issue 63 measures
+# which is better; pivot until then.
+UNTRAINED_DIRECTIONS = "pivot"
 
 
 class LanguageMismatchError(ValueError):
     """The languages asked for are not the ones the model translates."""
+
+
+class ZeroShotError(LanguageMismatchError):
+    """A direction the model did not train, which no pivot through its trained directions reaches: translated
+    zero-shot only where asked for."""
 
 
 def model_folder(model: str | Path) -> str:
@@ -140,14 +152,51 @@ class Translator:
     folder: str
     languages: Direction | None
     all_languages: tuple[str, ...] = ()
+    trained: tuple[Direction, ...] | None = None  # a multilingual model's trained directions (None: every one)
+
+    @property
+    def language_pairs(self) -> list[Direction]:
+        """Every ordered pair of two of a multilingual model's languages (none for a model of one direction)."""
+        return [Direction(a, b) for a in self.all_languages for b in self.all_languages if a != b]
 
     @property
     def directions(self) -> list[Direction]:
-        """Every (source, target) the model translates: any two of a multilingual model's languages, else its own
-        pair (none where unknown)."""
+        """Every (source, target) the model trained: those a multilingual model records (by default any two of its
+        languages), else its own pair (none where unknown)."""
         if self.all_languages:
-            return [Direction(a, b) for a in self.all_languages for b in self.all_languages if a != b]
+            return list(self.trained) if self.trained is not None else self.language_pairs
         return [] if self.languages is None else [self.languages]
+
+    @property
+    def untrained_directions(self) -> list[Direction]:
+        """The directions between a multilingual model's languages that it did not train."""
+        return [pair for pair in self.language_pairs if pair not in self.directions]
+
+    def route(self, direction: Direction, allow_zero_shot: bool = False) -> tuple[Direction, ...]:
+        """The directions the model translates `direction` by, one after the other: itself where trained; else two
+        trained directions through a pivot language (`corpus.direction.pivot_language`), or itself zero-shot if
+        `UNTRAINED_DIRECTIONS` says so; where no pivot reaches it, itself zero-shot if `allow_zero_shot`, else
+        ZeroShotError naming it."""
+        direction = Direction(*direction)
+        if direction in self.directions or not self.all_languages:
+            return (direction,)
+        middle = pivot_language(*direction, self.directions)
+        if middle is not None:
+            pivot = (Direction(direction.source, middle), Direction(middle, direction.target))
+            return pivot if UNTRAINED_DIRECTIONS == "pivot" else (direction,)
+        if allow_zero_shot:
+            return (direction,)
+        raise ZeroShotError(
+            f"{self.folder} did not train {direction}, and no pivot through the directions it trained "
+            f"({', '.join(map(str, self.directions))}) reaches it"
+        )
+
+    def translate_route(self, sentences: list[str], route: tuple[Direction, ...], **options) -> list[str]:
+        """`sentences` translated along `route` (`route`'s directions): each direction's best translations are the
+        next one's sources (`translate`, whose keyword `options` these are)."""
+        for direction in route:
+            sentences = self.translate(sentences, target_lang=direction.target, **options)
+        return sentences
 
     def target_options(self, target_lang: str | None = None) -> dict[str, int]:
         """The generation options that choose the target language: for a multilingual model the `forced_bos_token_id`
@@ -233,9 +282,11 @@ def load_translator(
     all_languages = tuple(getattr(network.config, "languages", None) or ())
     if all_languages and tuple(getattr(tokenizer, "languages", ())) != all_languages:
         raise ValueError(f"{folder}: the config's languages {list(all_languages)} are not the tokenizer's")
+    trained = getattr(network.config, "trained_directions", None)
+    trained = tuple(map(Direction.parse, trained)) if trained is not None else None
     if torch.accelerator.is_available():
         network.to(torch.accelerator.current_accelerator())
-    return Translator(network, tokenizer, folder, languages, all_languages)
+    return Translator(network, tokenizer, folder, languages, all_languages, trained)
 
 
 @torch.no_grad()

@@ -8,8 +8,9 @@
 Each MODEL is a run folder of `vanilla-train` (its final/), a saved or converted model folder, or a Hub id, and
 serves one language pair: the pair its training recorded, or, for a model that records none (a converted OPUS-MT
 model), the one given as MODEL:SOURCE-TARGET (e.g. opus-mt-en-de:en-de); a multilingual model serves every direction
-between its languages. A direction no model translates but two do through a shared language (English first) is
-served by translating twice (a pivot). The server binds to 127.0.0.1 unless
+between its languages that it trained. A direction no model translates but two trained ones do through a shared
+language (English first), in one model or two, is served by translating twice (a pivot); a direction a multilingual
+model did not train that no pivot reaches, zero-shot with --allow-zero-shot. The server binds to 127.0.0.1 unless
 --host says otherwise, answers LibreTranslate's endpoints (POST /translate, POST /detect, GET /languages, POST
 /translate_file, GET /download_file/{filename}, POST /suggest, GET /frontend/settings, GET /spec), GET /health and
 GET /metrics, shows a web page at / and the API's documentation at /docs. SIGTERM or Ctrl+C stops it taking

@@ -23,6 +23,10 @@ A multilingual model (one that records several languages) translates between any
 
     vanilla-translate runs/multilingual --source-lang ko --target-lang ar --input verses.ko
 
+A direction such a model did not train (its config's `trained_directions`) is translated through a pivot language
+where two of its trained directions reach it (de-ru as de-en, then en-ru), and a line on standard error says so; one
+that no pivot reaches is refused, naming it, unless `--allow-zero-shot` asks for its zero-shot translation.
+
 With `--glossary` the terms of a TSV file (a header naming the two languages, then a source and a target term per
 line) are kept: wherever a source term occurs in a line (a whole word, whatever its case), its target term is
 placed in the translation by lexically constrained beam search (vanilla_training/glossary.py). A term that could
@@ -37,11 +41,13 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from ..corpus import language_name
 from ..glossary import GlossaryError, load_glossary, translate_with_glossary
 from ..translator import (
     RESULTS,
     LanguageMismatchError,
     Translator,
+    ZeroShotError,
     load_translator,
     model_folder,
     trained_languages,
@@ -81,6 +87,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="check that MODEL translates into this language, likewise; a multilingual MODEL translates into it",
     )
     parser.add_argument(
+        "--allow-zero-shot",
+        action="store_true",
+        help="a multilingual MODEL translates a direction it did not train, and that no pivot through its trained "
+        "directions reaches, zero-shot (refused otherwise)",
+    )
+    parser.add_argument(
         "--paragraphs",
         action="store_true",
         help="a line may hold several sentences: each line is split into sentences (pysbd, with the rules of the "
@@ -118,6 +130,28 @@ def load_checked_translator(args: argparse.Namespace, parser: argparse.ArgumentP
     return translator
 
 
+def routed_translation(
+    translator: Translator, args: argparse.Namespace, parser: argparse.ArgumentParser, options: dict
+) -> Callable[[list[str]], list[str]]:
+    """The translation of sentences in the direction asked for: for a multilingual model, its route there
+    (`Translator.route`), said on standard error where the model did not train the direction; the parser's error
+    naming a direction that no pivot reaches without --allow-zero-shot, or a glossary with a pivot."""
+    direction = translator.languages
+    if not translator.all_languages or direction in translator.directions:
+        return functools.partial(translator.translate, **options)
+    try:
+        route = translator.route(direction, args.allow_zero_shot)
+    except ZeroShotError as error:
+        parser.error(f"{error}: give --allow-zero-shot to translate it zero-shot")
+    how = "zero-shot"
+    if len(route) > 1:
+        if args.glossary is not None:
+            parser.error(f"--glossary: {direction} is translated through a pivot, which cannot place glossary terms")
+        how = f"through {language_name(route[0].target)} ({', then '.join(map(str, route))})"
+    print(f"vanilla-translate: {translator.folder} did not train {direction}: translating it {how}", file=sys.stderr)
+    return functools.partial(translator.translate_route, route=route, **options)
+
+
 def glossary_translation(
     path: Path, translator: Translator, parser: argparse.ArgumentParser, options: dict
 ) -> Callable[[list[str]], list[str]]:
@@ -151,6 +185,8 @@ def main(argv: list[str] | None = None) -> None:
     if args.input is not None and not args.input.is_file():
         parser.error(f"--input {args.input}: no such file")
     translator = load_checked_translator(args, parser)
+    options = {"progress": args.input is not None, **decoding_options(args)}
+    translate_sentences = routed_translation(translator, args, parser, options)  # refuses before reading the input
     name = str(args.input or "standard input")
     try:
         if args.input is None:
@@ -162,8 +198,6 @@ def main(argv: list[str] | None = None) -> None:
             translator.check_lengths(lines, name)
     except ValueError as error:
         parser.error(str(error))
-    options = {"progress": args.input is not None, **decoding_options(args)}
-    translate_sentences = functools.partial(translator.translate, **options)
     if args.glossary is not None:
         translate_sentences = glossary_translation(args.glossary, translator, parser, options)
     if translate_paragraphs is not None:

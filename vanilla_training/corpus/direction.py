@@ -1,6 +1,9 @@
 """A direction of translation, the one notion of it for training, evaluation, translation and serving."""
 
+from collections.abc import Collection
 from typing import NamedTuple
+
+PIVOT = "en"  # the language to pivot through where several are shared
 
 
 class Direction(NamedTuple):
@@ -20,3 +23,10 @@ class Direction(NamedTuple):
         if len(parts) != 2 or not all(parts):
             raise ValueError(f"language pair {text!r} is not of the form SRC-TGT (ISO 639-1 codes, e.g. de-en)")
         return cls(*parts)
+
+
+def pivot_language(source: str, target: str, directions: Collection[tuple[str, str]]) -> str | None:
+    """The language through which two of `directions`, one after the other, translate `source` into `target`
+    (`PIVOT` where it can, else the first such language by code); None where none does."""
+    middles = [middle for start, middle in directions if start == source and (middle, target) in directions]
+    return min(middles, key=lambda code: (code != PIVOT, code)) if middles else None

@@ -60,6 +60,8 @@ async def translate(request: Request, served: Served):
         result["alternatives"] = others if call.is_list else others[0]
     if call.glossary is not None:
         result["glossaryNotPlaced"] = not_placed if call.is_list else not_placed[0]
+    source = detected[0]["language"] if call.source == "auto" and detected else call.source
+    result.update(served.route(source, call.target))
     return JSONResponse(result)
 
 

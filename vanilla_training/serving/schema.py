@@ -56,6 +56,16 @@ class TranslateResponse(BaseModel):
         description="Only with a glossary: the terms (`source`, `target`) found in the text whose target term the "
         "translation lacks, because its length limit came first (a list per text for a list)",
     )
+    pivot: str | None = Field(
+        None,
+        description="Only where no model trained the direction: the language it was translated through (translated "
+        "twice, by one model or two)",
+    )
+    zeroShot: bool | None = Field(
+        None,
+        description="Only where the multilingual model did not train the direction and translated it zero-shot "
+        "(`--allow-zero-shot`)",
+    )
 
 
 class DetectRequest(BaseModel):

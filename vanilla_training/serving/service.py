@@ -13,8 +13,9 @@ from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 
 from ..corpus import Direction, language_name
+from ..corpus.direction import pivot_language
 from ..glossary import Glossary, GlossaryError, GlossaryTranslation, translate_with_glossary
-from ..translator import Translator
+from ..translator import UNTRAINED_DIRECTIONS, Translator
 from .access import Access
 from .backends import Backend, TorchBackend
 from .batcher import Batcher, QueueFull, batcher_for
@@ -30,7 +31,6 @@ from .suggestions import Suggestions
 DISCONNECT_POLL_SECONDS = 0.05
 LAYOUT_THREADS = 32  # requests laid out at once (most of them waiting for pysbd's turn: see `paragraphs`)
 SURE = 50  # percent: a language not served into the target this likely is refused for source `auto` (`detect_source`)
-PIVOT = "en"  # the language to pivot through where several are shared
 
 
 class TokenCounter:
@@ -55,7 +55,8 @@ class TokenCounter:
 class Pair:
     """A served direction: its backend, the batcher it shares with the backend's other directions into the same
     target, and the requests' token counter of the backend (its own if none is given). A pivot (no model of its
-    own) is two pairs, `legs`, through a language they share: its backend and counter are the first leg's."""
+    own) is two pairs, `legs`, through a language they share: its backend and counter are the first leg's. A
+    `zero_shot` pair is a direction its multilingual model did not train."""
 
     backend: Backend
     source: str
@@ -63,6 +64,7 @@ class Pair:
     counter: TokenCounter | None = None
     batcher: Batcher | None = None
     legs: tuple["Pair", "Pair"] | None = None
+    zero_shot: bool = False
 
     def __post_init__(self):
         self.counter = self.counter or TokenCounter(self.backend.translator)
@@ -110,14 +112,35 @@ def pivot_pairs(direct: dict[Direction, Pair]) -> dict[Direction, Pair]:
         for target in targets:
             if source == target or (source, target) in direct:
                 continue
-            middles = [middle for start, middle in direct if start == source and (middle, target) in direct]
-            if middles:
-                middle = min(middles, key=lambda code: (code != PIVOT, code))
+            middle = pivot_language(source, target, direct)
+            if middle is not None:
                 first, second = direct[(source, middle)], direct[(middle, target)]
                 pivots[Direction(source, target)] = Pair(
                     first.backend, source, target, first.counter, legs=(first, second)
                 )
     return pivots
+
+
+def zero_shot_pairs(
+    backends: list[Backend], served: dict[Direction, Pair], allow_zero_shot: bool
+) -> tuple[dict[Direction, Pair], list[Direction]]:
+    """The directions a multilingual model did not train that it translates zero-shot: where no pair serves them
+    yet, if `allow_zero_shot`, and where a pivot does, if `translator.UNTRAINED_DIRECTIONS` says so; and those
+    refused (no pivot reaches them and zero-shot is not allowed)."""
+    zero_shot: dict[Direction, Pair] = {}
+    refused: list[Direction] = []
+    for backend in backends:
+        translator = backend.translator
+        for direction in translator.untrained_directions:
+            pair = served.get(direction)
+            if pair is not None and (pair.legs is None or UNTRAINED_DIRECTIONS == "pivot"):
+                continue  # another model's own direction, or a pivot through trained directions
+            if pair is None and not allow_zero_shot:
+                refused.append(direction)
+                continue
+            counter = next(p.counter for p in served.values() if p.backend is backend and p.legs is None)
+            zero_shot[direction] = Pair(backend, *direction, counter, zero_shot=True)
+    return zero_shot, refused
 
 
 class Service:
@@ -127,6 +150,8 @@ class Service:
         self.settings = settings
         self.pairs = direct_pairs(backends)
         self.pairs.update(pivot_pairs(self.pairs))
+        zero_shot, self.refused = zero_shot_pairs(backends, self.pairs, settings.allow_zero_shot)
+        self.pairs.update(zero_shot)
         self.codes = sorted({code for pair in self.pairs for code in pair})
         self.detector = Detector(fallback=min({source for source, _ in self.pairs}))  # /detect: every language
         self.source_detectors = {  # source `auto`: for each target, a detector among the languages served into it
@@ -193,6 +218,14 @@ class Service:
             for code in self.codes
         ]
 
+    def route(self, source: str, target: str) -> dict:
+        """What a /translate answer says of a direction that no model trained: the language it pivots through
+        (`{"pivot": "en"}`), or that it is translated zero-shot (`{"zeroShot": True}`); nothing otherwise."""
+        pair = self.pairs.get((source, target))
+        if pair is not None and pair.legs is not None:
+            return {"pivot": pair.legs[0].target}
+        return {"zeroShot": True} if pair is not None and pair.zero_shot else {}
+
     def detect_source(self, texts: list[str], target: str) -> dict:
         """The language of a request's `texts` for source `auto`, detected once for them all (as LibreTranslate
         detects a request or a file): the most likely of the languages served into `target`, unless py3langid,
@@ -232,6 +265,12 @@ class Service:
         if not translatable(text):
             return None
         pair = self.pairs.get((source, target))
+        if pair is None and (source, target) in self.refused:
+            raise ApiError(
+                400,
+                f"{source}-{target} is a direction the model did not train, and no pivot through the directions it "
+                "trained reaches it: the server translates it zero-shot only with --allow-zero-shot",
+            )
         if pair is None:
             raise ApiError(
                 400,

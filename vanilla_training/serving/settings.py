@@ -142,6 +142,11 @@ class ServeSettings:
         choices=BATCHING,
     )
     beams: int | None = option("beam size", None, type=positive, metavar="N", shown="the model's own")
+    allow_zero_shot: bool = option(
+        "a multilingual model translates a direction it did not train, and that no pivot through its trained "
+        "directions reaches, zero-shot (such a request gets 400 naming the direction otherwise)",
+        False,
+    )
     api_keys: frozenset[str] = option(
         "API keys, FILE holding one a line: `KEY`, or `KEY N` for a key with its own limit of N requests a minute "
         "(a bare key has none). As in LibreTranslate a key is optional and raises its client's limit; it is needed "
