@@ -358,7 +358,9 @@ def multilingual_data_description(results: dict[str, Any]) -> tuple[None, str, s
     languages, data = run_languages(results), results["data"]
     codes = "+".join(languages)
     left_out = data.get("left_out") or []
-    untrained = (
+    trained = results["multilingual"].get("directions") or []
+    untrained = f" It trained {len(trained)} directions: {', '.join(trained)}." if trained else ""
+    untrained += (
         f" The directions {', '.join(left_out)} were left out of training (a zero-shot probe)." if left_out else ""
     )
     if data.get("corpus") == "files":
@@ -376,7 +378,8 @@ def multilingual_data_description(results: dict[str, Any]) -> tuple[None, str, s
     sampling = (
         "every direction of every train verse"
         if per_verse is None
-        else f"{per_verse} directions of each train verse, drawn uniformly without replacement (seeded)"
+        else f"{per_verse} directions of each train verse, drawn uniformly without replacement afresh each epoch "
+        "(seeded by the seed and the epoch)"
     )
     paragraph = (
         f"Bible verses aligned by verse number in {len(languages)} languages (this project's built-in corpus, "
@@ -386,7 +389,8 @@ def multilingual_data_description(results: dict[str, Any]) -> tuple[None, str, s
         "every language: validation Esther, Daniel, 1-3 John, Jude; test John and Acts; train every other book. A "
         "held-out verse is held out in all of its languages, and kept only where every language has it and none of "
         "its texts repeats a train text of its language or shares half of its word 4-grams with one. Trained on "
-        f"{sampling}; tested in every direction on the same verses.{untrained} Licences, cleaning and known "
+        f"{sampling}; tested in every direction trained or left out on the same verses.{untrained} Licences, "
+        "cleaning and known "
         "imperfections: `vanilla_training/DATA_NOTICE.md` of the `vanilla-transformer` repository."
     )
     return None, f"bible-multilingual-{codes}", f"Bible {', '.join(languages)} (one version a language)", paragraph
