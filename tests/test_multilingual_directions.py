@@ -1,4 +1,4 @@
-"""Issue 63: a multilingual model trains the directions chosen (`vanilla-train --directions`: a list or a named set),
+"""A multilingual model trains the directions chosen (`vanilla-train --directions`: a list or a named set),
 records them (results, card, config), draws its K directions of a verse afresh each epoch, and translates a direction
 it did not train through a pivot inside it (equal to translating twice) or, only when asked, zero-shot, in
 `vanilla-translate` and `vanilla-serve` alike; the off-target rate of known sentences."""
