@@ -177,7 +177,7 @@ def test_a_missing_value_is_an_error_naming_it(final, tmp_path, path):
     ("stopped_by", "sentence"),
     [
         ("patience", "40 steps (of 150; 3 evaluations without a better validation score ended the run)"),
-        ("time_budget", "40 steps (of 150; the 10-minute training budget ended the run)"),
+        ("time_budget", "40 steps (of 150; the 12-minute training budget ended the run)"),
         (None, "the model card needs 'stopped_by'"),
         ("max_steps", "training_results.json says 'max_steps' ended a run of 40 of 150 steps"),
     ],
@@ -186,7 +186,7 @@ def test_the_card_says_what_ended_a_run_before_its_last_step(final, tmp_path, st
     for name in ("config.json", "tokenizer_config.json"):
         shutil.copy(final / name, tmp_path / name)
     results = json.loads((final / "training_results.json").read_text())
-    results.update(steps=40, stopped_by=stopped_by)  # of 150, with a 10-minute budget
+    results.update(steps=40, stopped_by=stopped_by)  # of 150, with the demo preset's 12-minute budget
     results["recipe"].update(patience=3, selection="best")
     (tmp_path / "training_results.json").write_text(json.dumps(results))
     if stopped_by in ("patience", "time_budget"):
