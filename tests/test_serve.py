@@ -487,7 +487,7 @@ def test_a_full_queue_answers_503_at_once(translator):
         status, headers, answer = request(
             server.url + "/translate", json.dumps({"q": LINES[3:5], "source": "en", "target": "de"}).encode()
         )
-        assert (status, headers["retry-after"]) == (503, "1") and time.monotonic() - started < 0.5
+        assert (status, headers["retry-after"]) == (503, "1") and time.monotonic() - started < 2.0
         assert "queue is full (3 of 4 sentences waiting)" in answer["error"]
         backend.release.set()
         assert first.result(timeout=TIMEOUT)[0] == 200

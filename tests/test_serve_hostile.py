@@ -108,8 +108,8 @@ def timed_post(url: str, fields) -> tuple[float, int, dict]:
 
 def test_the_backtracking_family_answers_at_once_and_health_answers_during_it():
     """pysbd 0.3.4 takes 0.3 s on 7 groups of digits and 8 times more for each further group: up to 5,000
-    characters the request is answered in well under a second, its text kept whole, and /health, probed from
-    another process throughout, never waits."""
+    characters the request is answered in seconds at most (9 groups alone would take 19 s), its text kept whole,
+    and /health, probed from another process throughout, never waits that long."""
     backend = StandInBackend("en", "de")
     with InProcessServer([backend], ServeSettings()) as server:
         post_json(server.url + "/translate", {"q": "Warm. Up.", "source": "en", "target": "de"})
@@ -122,8 +122,8 @@ def test_the_backtracking_family_answers_at_once_and_health_answers_during_it():
             assert status == 200 and answer["translatedText"].replace("[en>de] ", "") == text
             times.append(seconds)
         slowest_health = float(probe.communicate(timeout=60)[0])
-    assert max(times) < 0.9, times
-    assert slowest_health < 0.3, slowest_health
+    assert max(times) < 3.0, times
+    assert slowest_health < 1.0, slowest_health
 
 
 def test_the_character_limit_sums_the_request_and_a_refusal_costs_no_splitting():
@@ -136,7 +136,7 @@ def test_the_character_limit_sums_the_request_and_a_refusal_costs_no_splitting()
             server.url + "/translate", {"q": [paragraph] * 100, "source": "en", "target": "de"}
         )
         assert status == 400 and answer["error"] == "Invalid request: request (500000) exceeds text limit (5000)"
-        assert seconds < 1.0, seconds
+        assert seconds < 3.0, seconds
         assert backend.given == []
         status, _ = post_json(server.url + "/translate", {"q": [paragraph[:2500]] * 2, "source": "en", "target": "de"})
         assert status == 200
@@ -175,7 +175,7 @@ def test_a_short_request_is_answered_beside_a_long_one():
     long_seconds, long_status, long_answer = results["long"]
     assert status == 200 and answer["translatedText"] == "[en>de] Jesus wept."
     assert long_status == 200 and long_answer["translatedText"].replace("[en>de] ", "") == long_text
-    assert long_seconds > 2.0 and short_seconds < 0.5, (short_seconds, long_seconds)
+    assert long_seconds > 2.0 and short_seconds < long_seconds / 4, (short_seconds, long_seconds)
 
 
 def test_texts_with_nothing_to_translate_come_back_as_they_are():
