@@ -14,12 +14,13 @@ and `vanilla-train --torch-compile` do): the compiled model's first steps compil
 
 Reported per size, mode and system: target tokens per second (median, min, max over rounds), peak RSS of the process
 and its increase over the RSS after building the model (gradients, Adam state, activations), model FLOP/s and MFU
-(the FLOP formula is in common.py); and ratios ours/Marian and ours/nn.Transformer of tokens per second (> 1: ours
-is faster) and of the memory increase (< 1: ours uses less).
+against the matmul peak of `--dtype` (the FLOP formula is in common.py); and ratios ours/Marian and
+ours/nn.Transformer of tokens per second (> 1: ours is faster) and of the memory increase (< 1: ours uses less).
 
     python benchmarks/train_speed.py                                     # small and base, 5 rounds
     python benchmarks/train_speed.py --sizes base --json runs/train_speed.json
     python benchmarks/train_speed.py --sizes demo,base --modes eager,compiled    # torch.compile against eager
+    python benchmarks/train_speed.py --sizes demo --vocab-size 8000 --dtype bfloat16 --attn eager  # the main job's bf16
     OMP_NUM_THREADS=1 python benchmarks/train_speed.py --sizes tiny --rounds 2 --steps 2 --peak-size 512  # smoke
 """
 
@@ -105,6 +106,12 @@ def parse_args() -> argparse.Namespace:
     add_training_arguments(parser, batch_size=32, warmup=2, steps=5)
     parser.add_argument("--attn", default="sdpa", choices=("sdpa", "eager"), help="ours' and Marian's attention")
     parser.add_argument(
+        "--dtype",
+        default="float32",
+        choices=("float32", "bfloat16"),
+        help="the steps' precision (bfloat16: autocast, as `vanilla-train --precision bf16`) and the matmul peak's",
+    )
+    parser.add_argument(
         "--modes",
         type=common.choice_list(MODES, "mode"),
         default="eager",
@@ -121,18 +128,18 @@ def main() -> None:
         script=__file__,
         groups=[{"size": size, "mode": mode} for size in args.sizes for mode in args.modes],
         systems=SYSTEMS,
-        settings={**training_task(args), "device": "cpu", "dtype": "float32", **shared},
+        settings={**training_task(args), "device": "cpu", "dtype": args.dtype, **shared},
         fields=common.THROUGHPUT_FIELDS,
         checks={size: {"size": size, **shared} for size in args.sizes},
-        peak=common.cpu_peak(args),
+        peak={**common.cpu_peak(args), "dtype": args.dtype},
     )
     outcome = common.execute(plan, args.rounds, args.threads)
     columns = common.throughput_columns("target tok/s", ("step ms", 1000), "RSS", {"MFU": outcome.peak["flops"]})
     setup = (
-        f"Training step (forward + backward + Adam), batch {args.batch_size} x {args.source_length} source + "
-        f"{args.target_length} target tokens, vocabulary {args.vocab_size}, attention {args.attn} (nn.Transformer: "
-        f"its own), {', '.join(args.modes)}, {args.warmup} warm-up + {args.steps} timed steps per process, "
-        f"{args.rounds} rounds; " + common.describe_sizes(args.sizes)
+        f"Training step (forward + backward + Adam) in {args.dtype}, batch {args.batch_size} x {args.source_length} "
+        f"source + {args.target_length} target tokens, vocabulary {args.vocab_size}, attention {args.attn} "
+        f"(nn.Transformer: its own), {', '.join(args.modes)}, {args.warmup} warm-up + {args.steps} timed steps per "
+        f"process, {args.rounds} rounds; " + common.describe_sizes(args.sizes)
     )
     tables = common.throughput_tables(outcome.summary, {"size": "size", "mode": "mode"}, columns, PAIRS)
     common.publish(args, outcome, [setup, *tables])

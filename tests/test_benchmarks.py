@@ -50,6 +50,16 @@ def test_train_speed(tmp_path):
     assert "| tiny | eager | ours / nn.Transformer |" in stdout
 
 
+def test_train_speed_in_bfloat16_measures_its_steps_and_peak_in_bfloat16(tmp_path):
+    options = ["--warmup", "1", "--steps", "1", "--batch-size", "4", "--source-length", "8", "--target-length", "8"]
+    payload, stdout = run_tiny(
+        "train_speed.py", tmp_path / "train.json", "--peak-size", "128", "--dtype", "bfloat16", *options
+    )
+    assert payload["peak"]["dtype"] == "bfloat16"
+    assert {result["dtype"] for result in payload["results"] if result["kind"] == "train"} == {"bfloat16"}
+    assert "Training step (forward + backward + Adam) in bfloat16" in stdout
+
+
 def test_train_speed_compiled_mode_compiles_the_system_and_eager_mode_does_not(monkeypatch):
     """`--modes compiled` wraps each system in `torch.compile` (here a recorder, so that nothing compiles)."""
     monkeypatch.syspath_prepend(str(BENCHMARKS))
