@@ -188,8 +188,8 @@ def test_vanilla_evaluate_pivots_inside_the_model_and_translates_zero_shot_only_
     folder: Path, tmp_path: Path, capsys: pytest.CaptureFixture
 ) -> None:
     """A direction not trained is scored on its route's translations (through English: those of translating twice,
-    chrF 100 on the toy's dictionary; zero-shot only when asked), which standard error names and the scores record; a trained one as
-    before."""
+    chrF 100 on the toy's dictionary; zero-shot only when asked), which standard error names and the scores record;
+    a trained one as before."""
     translator = load_translator(folder)
     german, french = [say(s, "de") for s in SENTENCES], [say(s, "fr") for s in SENTENCES]
     twice = translator.translate(translator.translate(german, target_lang="en"), target_lang="fr")
