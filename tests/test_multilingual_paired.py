@@ -21,7 +21,7 @@ from vanilla_training.translator import load_translator
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "experiments"))
 import multilingual_paired  # noqa: E402
 
-TABLE = ["de-en", "en-fr", "en-de"]
+TABLE = ["de-en", "en-fr", "en-de", "de-fr"]
 
 
 @pytest.fixture(scope="module")
@@ -65,7 +65,7 @@ def test_the_table_scores_both_systems_as_vanilla_evaluate_does_with_the_paired_
     printed = capsys.readouterr().out
     assert json.loads(written.read_text()) == results
     table = results["table"]
-    assert [table[pair]["route"] for pair in TABLE] == ["trained", "trained", "zero-shot"]  # en-de: no pivot
+    assert [table[pair]["route"] for pair in TABLE] == ["trained", "trained", "zero-shot", "through en"]
     for pair in TABLE:
         row = table[pair]
         assert row["verses"] == 12 and 1 / 1001 <= row["p_value"] <= 1
@@ -76,7 +76,7 @@ def test_the_table_scores_both_systems_as_vanilla_evaluate_does_with_the_paired_
         assert f"| {row['per_pair']['bleu']:.2f} | {row['multilingual']['bleu']:.2f} |" in line
         assert line.endswith(f"| {row['p_value']:.4f} | {'yes' if row['win'] else 'no'} |")
     wins = sum(row["win"] for row in table.values())
-    assert f"the multilingual model wins {wins} of 3 (p < 0.05)" in printed
+    assert f"the multilingual model wins {wins} of 4 (p < 0.05)" in printed
 
     untrained = results["untrained"]
     assert untrained["fr-de"].keys() == {"verses", "zero_shot"} and "| fr-de | 5 |" in printed  # no pivot reaches it
