@@ -1,7 +1,7 @@
 """A multilingual model trains the directions chosen (`vanilla-train --directions`: a list or a named set),
 records them (results, card, config), draws its K directions of a verse afresh each epoch, and translates a direction
 it did not train through a pivot inside it (equal to translating twice) or, only when asked, zero-shot, in
-`vanilla-translate` and `vanilla-serve` alike; the off-target rate of known sentences."""
+`vanilla-translate`, `vanilla-evaluate` and `vanilla-serve` alike; the off-target rate of known sentences."""
 
 import json
 import shutil
@@ -15,11 +15,12 @@ from test_multilingual_cli import bible_db
 from test_serve import InProcessServer, post_json, request
 
 from vanilla_training.batching import TokenBudgetBatchSampler
+from vanilla_training.cli import evaluate as evaluate_command
 from vanilla_training.cli import translate as translate_command
 from vanilla_training.cli.train import main as train_main
 from vanilla_training.cli.train import parse_args
 from vanilla_training.corpus import Direction, multilingual
-from vanilla_training.evaluation import off_target_rate
+from vanilla_training.evaluation import corpus_chrf, off_target_rate
 from vanilla_training.serving.backends import TorchBackend
 from vanilla_training.serving.settings import ServeSettings
 from vanilla_training.translator import load_translator
@@ -167,6 +168,45 @@ def test_vanilla_translate_pivots_inside_the_model_and_translates_zero_shot_only
     direct = translator.translate(french, target_lang="de")
     assert translated(folder, tmp_path, "fr", "de", "--allow-zero-shot") == direct == german
     assert "did not train fr-de: translating it zero-shot" in capsys.readouterr().err
+
+
+def evaluated(
+    folder: Path, tmp_path: Path, capsys: pytest.CaptureFixture, source: str, target: str, *options: str
+) -> tuple[dict, str]:
+    """`vanilla-evaluate --json` of the toy's sentences in `source` against their words in `target`: the scores and
+    what it wrote on standard error."""
+    given, references = tmp_path / f"test.{source}", tmp_path / f"test.{target}"
+    given.write_text("".join(say(s, source) + "\n" for s in SENTENCES), encoding="utf-8")
+    references.write_text("".join(say(s, target) + "\n" for s in SENTENCES), encoding="utf-8")
+    argv = [str(folder), "--source", str(given), "--reference", str(references), "--json", *options]
+    evaluate_command.main([*argv, "--source-lang", source, "--target-lang", target])
+    printed = capsys.readouterr()
+    return json.loads(printed.out), printed.err
+
+
+def test_vanilla_evaluate_pivots_inside_the_model_and_translates_zero_shot_only_when_asked(
+    folder: Path, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """A direction not trained is scored on its route's translations (through English: those of translating twice,
+    chrF 100 on the toy's dictionary; zero-shot only when asked), which standard error names and the scores record;
+    a trained one as before."""
+    translator = load_translator(folder)
+    german, french = [say(s, "de") for s in SENTENCES], [say(s, "fr") for s in SENTENCES]
+    twice = translator.translate(translator.translate(german, target_lang="en"), target_lang="fr")
+    scores, said = evaluated(folder, tmp_path, capsys, "de", "fr")
+    assert scores["pivot"] == "en" and "zero_shot" not in scores
+    assert twice == french and scores["chrf"]["score"] == corpus_chrf(twice, french)["score"] == 100
+    assert "did not train de-fr: translating it through English (de-en, then en-fr)" in said
+    scores, said = evaluated(folder, tmp_path, capsys, "de", "en")
+    assert "pivot" not in scores and "zero_shot" not in scores and "did not train" not in said
+    with pytest.raises(SystemExit):
+        evaluated(folder, tmp_path, capsys, "fr", "de")
+    assert "did not train fr-de, and no pivot" in capsys.readouterr().err
+    direct = translator.translate(french, target_lang="de")
+    scores, said = evaluated(folder, tmp_path, capsys, "fr", "de", "--allow-zero-shot")
+    assert scores["zero_shot"] is True and "pivot" not in scores
+    assert direct == german and scores["chrf"]["score"] == corpus_chrf(direct, german)["score"] == 100
+    assert "did not train fr-de: translating it zero-shot" in said
 
 
 def test_vanilla_serve_pivots_inside_the_model_and_translates_zero_shot_only_when_asked(folder: Path) -> None:

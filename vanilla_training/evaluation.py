@@ -3,9 +3,11 @@ module, so nothing is fetched from the Hub), chrF by sacreBLEU. (Its decoding, b
 input + 50 tokens, is `translator.translate`'s.)"""
 
 from pathlib import Path
+from typing import NamedTuple
 
 import evaluate
 import sacrebleu
+from sacrebleu.significance import PairedTest
 
 from .corpus import Direction
 
@@ -94,3 +96,45 @@ def off_target_rate(predictions: list[str], target_lang: str, languages: list[st
     detector = Detector() if languages is None else Detector().among(list(languages))
     detected = [detector.detect(text)[0]["language"] if translatable(text) else None for text in predictions]
     return sum(language != target_lang for language in detected) / len(predictions)
+
+
+SIGNIFICANCE = 0.05  # the p-value under which a paired test's difference counts
+
+
+class PairedBootstrap(NamedTuple):
+    """Two systems' BLEU on the same references and the p-value of their difference (`paired_bootstrap`)."""
+
+    baseline_bleu: float
+    system_bleu: float
+    p_value: float
+    signature: str
+
+    @property
+    def significant(self) -> bool:
+        """Whether the difference counts (p < `SIGNIFICANCE`)."""
+        return self.p_value < SIGNIFICANCE
+
+    @property
+    def win(self) -> bool:
+        """Whether the system beats the baseline: a higher BLEU, and a difference that counts."""
+        return self.system_bleu > self.baseline_bleu and self.significant
+
+
+def paired_bootstrap(
+    baseline: list[str], system: list[str], references: list[str], target_lang: str | None = None
+) -> PairedBootstrap:
+    """sacreBLEU's paired bootstrap resampling test (`sacrebleu REF -i BASELINE SYSTEM --paired-bs`: Koehn 2004, 1,000
+    resamples, seed 12345 unless SACREBLEU_SEED says otherwise) of `system` against `baseline`, translations of the
+    same sentences, with the BLEU tokenizer of `target_lang`. Its p-value is two-sided (how often a resample's
+    difference, centred, exceeds the real one, plus one, over the resamples plus one): two identical systems get
+    1/1001, since sacreBLEU never attributes a zero difference to chance, so a win needs a higher BLEU as well."""
+    if not len(baseline) == len(system) == len(references):
+        raise ValueError(
+            f"a paired test needs a translation of every reference by each system: {len(baseline):,} and "
+            f"{len(system):,} translations of {len(references):,} references"
+        )
+    bleu = sacrebleu.metrics.BLEU(tokenize=bleu_tokenizer(target_lang))
+    test = PairedTest([("baseline", baseline), ("system", system)], {"BLEU": bleu}, [references], test_type="bs")
+    signatures, scores = test()
+    baseline_result, system_result = scores["BLEU"]
+    return PairedBootstrap(baseline_result.score, system_result.score, system_result.p_value, str(signatures["BLEU"]))

@@ -178,11 +178,11 @@ RECIPES = {
         patience=3,
         versions="mixed",
     ),
-    # One model for many directions of the built-in corpus (`vanilla-train --languages ...`), in at most two hours on
-    # 2 CPU cores: the "small" size (d_model 256, 3 + 3 layers) with dropout 0.1 and half of equation 3's rate, a
-    # 16,000-token joint vocabulary, verses of up to 96 tokens, validation BLEU (the mean over directions) on 600
-    # sentences every 2,000 steps picking the checkpoints to average; one version a language (why: docs/recipes.md,
-    # "The multilingual preset").
+    # One model for many directions of the built-in corpus (`vanilla-train --languages ...`), by default English to and
+    # from every other language (`DEFAULT_DIRECTIONS`), in at most two hours on 2 CPU cores: the "small" size
+    # (d_model 256, 3 + 3 layers) with dropout 0.1 and half of equation 3's rate, a 16,000-token joint vocabulary,
+    # verses of up to 96 tokens, validation BLEU (the mean over directions) on 600 sentences every 2,000 steps picking
+    # the checkpoints to average; one version a language (why: docs/recipes.md, "The multilingual preset").
     "multilingual": Recipe(
         size="small",
         vocab_size=16000,
@@ -226,6 +226,17 @@ RECIPES = {
         average_last=20,
     ),
 }
+
+# The directions a multilingual run trains where `--directions` is not given (a named set of
+# `corpus.multilingual.DIRECTION_SETS`), by preset: the multilingual preset's are English to and from every other
+# language of the run (`--languages all`: the 20 directions between English and the 10 other free languages); every
+# other preset's are every ordered pair of the run's languages.
+DEFAULT_DIRECTIONS = {"multilingual": "english-centric"}
+
+
+def default_directions(preset: str) -> str:
+    """The named set of directions that a multilingual run of `preset` trains where `--directions` is not given."""
+    return DEFAULT_DIRECTIONS.get(preset, "all")
 
 
 def recipe_for(preset: str, source: str, *targets: str) -> Recipe:

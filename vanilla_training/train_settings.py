@@ -109,8 +109,9 @@ class TrainSettings:
     directions: str | None = setting(
         "data",
         "the directions one multilingual model trains: 'en-de,de-en,...', 'english-centric' (English to and from "
-        "every other language) or 'all' (every ordered pair; the default); between the languages of --languages "
-        "where given, else those the list names (every free language for a named set)",
+        "every other language; the multilingual preset's default) or 'all' (every ordered pair; the other presets' "
+        "default); between the languages of --languages where given, else those the list names (every free language "
+        "for a named set)",
         default=None,
         type=directions_argument,
         metavar="SPEC",
@@ -343,10 +344,11 @@ def multilingual_problem(settings: TrainSettings, given: set[str]) -> str | None
 
 def run_directions(settings: TrainSettings) -> tuple[tuple[str, ...], list[Direction]]:
     """The languages of a multilingual run and the directions it chooses, before `--leave-out`: `--directions` (by
-    default 'all') between the languages of `--languages`, else between those `--directions` names (every free
-    language for a named set). ValueError naming the option at fault, and a language of `--languages` that no
-    direction has."""
-    spec = settings.directions or "all"
+    default the preset's, `recipe.default_directions`) between the languages of `--languages`, else between those
+    `--directions` names (every free language for a named set). ValueError naming the option at fault, and a language
+    of `--languages` that no direction has."""
+    spec = settings.directions or recipe.default_directions(settings.preset)
+    named = f"--directions {spec}" if settings.directions else f"--preset {settings.preset}'s --directions {spec}"
     try:
         if settings.languages:
             languages = settings.languages
@@ -356,10 +358,10 @@ def run_directions(settings: TrainSettings) -> tuple[tuple[str, ...], list[Direc
             languages = tuple(multilingual.languages_of(multilingual.parse_directions(spec)))
         chosen = multilingual.parse_directions(spec, languages)
     except ValueError as error:
-        raise ValueError(f"--directions {spec}: {error}") from None
+        raise ValueError(f"{named}: {error}") from None
     if unused := [code for code in languages if not any(code in direction for direction in chosen)]:
         raise ValueError(
-            f"--languages {','.join(languages)}: --directions {spec} has no direction from or into {', '.join(unused)}"
+            f"--languages {','.join(languages)}: {named} has no direction from or into {', '.join(unused)}"
         )
     return languages, chosen
 

@@ -12,23 +12,29 @@ whole split: no `--test-limit`, and the same `--test-beams`). BLEU is sacreBLEU'
 metric training uses, with the tokenizer that fits the target language (zh for Chinese, char for Japanese and Korean,
 13a otherwise; the signature names it): the pair's, or for files the one the model's training recorded or
 `--target-lang` names. Languages named that are not the model's are refused, as a `--pair` is. A multilingual
-model translates the files in the direction `--source-lang`/`--target-lang` name (needed: it records many). chrF
+model translates the files in the direction `--source-lang`/`--target-lang` name (needed: it records many), as
+`vanilla-translate` does: a direction it did not train through a pivot language inside it where two of its trained
+directions reach it, else zero-shot only with `--allow-zero-shot` (refused otherwise), said on standard error and
+recorded with the scores (`"pivot": "en"` or `"zero_shot": true`). chrF
 is sacreBLEU's chrF (character 6-grams, beta 2). With `--pair`, the scores against every free version of the
 target (multi-reference) and with every free version of the source as input follow.
 """
 
 import argparse
 import contextlib
+import functools
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
-from ..corpus import load_corpus, parse_pair
+from ..corpus import language_name, load_corpus, parse_pair
 from ..evaluation import corpus_bleu, corpus_chrf
 from ..preprocess import load_file, sentences
 from ..translator import (
     LanguageMismatchError,
     Translator,
+    ZeroShotError,
     load_translator,
     model_folder,
     resolve_languages,
@@ -128,14 +134,46 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="LANG",
         help="the references' language, --test-file's reference column; it picks BLEU's tokenizer (default: likewise)",
     )
+    parser.add_argument(
+        "--allow-zero-shot",
+        action="store_true",
+        help="a multilingual MODEL translates a direction it did not train, and that no pivot through its trained "
+        "directions reaches, zero-shot (refused otherwise)",
+    )
     parser.add_argument("--json", action="store_true", help="print the scores as one JSON object")
     return parser
+
+
+def routed_translation(
+    translator: Translator, args: argparse.Namespace, parser: argparse.ArgumentParser
+) -> tuple[Callable[[list[str]], list[str]], dict]:
+    """The translation of sentences in the test set's direction, and what the scores record of its route: for a
+    multilingual model that did not train the direction, `Translator.route`'s way there (through a pivot language
+    inside the model, `{"pivot": "en"}`, or zero-shot, `{"zero_shot": True}`), said on standard error; the parser's
+    error naming a direction that no pivot reaches without --allow-zero-shot."""
+    options = decoding_options(args)
+    direction = translator.languages
+    if not translator.all_languages or direction in translator.directions:
+        return functools.partial(translator.translate, **options), {}
+    try:
+        route = translator.route(direction, args.allow_zero_shot)
+    except ZeroShotError as error:
+        parser.error(f"{error}: give --allow-zero-shot to score its zero-shot translation")
+    if len(route) > 1:
+        how = f"through {language_name(route[0].target)} ({', then '.join(map(str, route))})"
+        record = {"pivot": route[0].target}
+    else:
+        how, record = "zero-shot", {"zero_shot": True}
+    print(f"vanilla-evaluate: {translator.folder} did not train {direction}: translating it {how}", file=sys.stderr)
+    return functools.partial(translator.translate_route, route=route, **options), record
 
 
 def print_scores(scores: dict) -> None:
     print(f"BLEU {scores['bleu']['score']:.2f}  {scores['bleu']['signature']}")
     print(f"chrF {scores['chrf']['score']:.2f}  {scores['chrf']['signature']}")
-    print(f"{scores['sentences']:,} sentences of {scores['test']}, beam {scores['num_beams']}, {scores['model']}")
+    route = f", through {scores['pivot']}" if "pivot" in scores else ", zero-shot" if "zero_shot" in scores else ""
+    test = f"{scores['sentences']:,} sentences of {scores['test']}"
+    print(f"{test}, beam {scores['num_beams']}, {scores['model']}{route}")
     if "multi_reference" in scores:
         print_wording_scores(scores)
 
@@ -151,19 +189,17 @@ def main(argv: list[str] | None = None) -> None:
     with contextlib.redirect_stdout(sys.stderr):  # what loading and translating print; stdout holds the scores
         try:
             translator = load_translator(args.model, *(languages or ()))  # a multilingual model: into the target
-            sources, references = test_set(args, parser, languages)
-            translator.check_lengths(sources, "the test set")
         except ValueError as error:  # a language mismatch too
             parser.error(str(error))
-        predictions = translator.translate(sources, **decoding_options(args))
-        wordings = None
-        if args.pair:
-
-            def translate(texts: list[str]) -> list[str]:
-                return translator.translate(texts, **decoding_options(args))
-
-            wordings = wording_scores(translate, args.pair, predictions=predictions)
-    scores = score(translator, args, languages, (sources, references, predictions), wordings)
+        translate, route = routed_translation(translator, args, parser)  # refuses before reading the test set
+        try:
+            sources, references = test_set(args, parser, languages)
+            translator.check_lengths(sources, "the test set")
+        except ValueError as error:
+            parser.error(str(error))
+        predictions = translate(sources)
+        wordings = wording_scores(translate, args.pair, predictions=predictions) if args.pair else None
+    scores = score(translator, args, languages, (sources, references, predictions), wordings) | route
     if args.json:
         print(json.dumps(scores))
     else:

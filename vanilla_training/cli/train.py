@@ -2,7 +2,7 @@
 
     vanilla-train --preset demo --output-dir runs/demo           # minutes on 2 CPU cores
     vanilla-train --preset base --pair en-de --output-dir runs/base
-    vanilla-train --preset multilingual --languages all --output-dir runs/multilingual   # one model, every direction
+    vanilla-train --preset multilingual --languages all --output-dir runs/multilingual   # one model, English-centric
     torchrun --nproc_per_node 2 -m vanilla_training.cli.train --preset demo ...   # data-parallel, same command
 
 The recipe: Adam (beta 0.9/0.98, eps 1e-9), lr = d_model^-0.5 * min(step^-0.5, step * warmup^-1.5), label
