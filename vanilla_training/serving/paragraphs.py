@@ -273,21 +273,36 @@ def split_text(
     Line breaks always end a sentence; a line that is neither blank nor plainly one sentence (`plain_sentence`) goes to
     pysbd within `budget` (`SEGMENT_SECONDS` if None: see `segment_lines`); with `fits`, a
     sentence that does not fit is split (`split_long`)."""
+    return split_texts([text], language, fits, budget)[0]
+
+
+def split_texts(
+    texts: list[str], language: str, fits: Callable[[str], bool] | None = None, budget: Budget | None = None
+) -> list[list[Piece]]:
+    """Each of `texts` split as `split_text` splits one, the lines of them all that go to pysbd in one call (one
+    round trip to its process for a request's texts or an HTML page's blocks)."""
     budget = Budget() if budget is None else budget
-    lines = [(line, line.rstrip("\r\n")) for line in LINE.findall(text) if line]
-    whole = [
-        not content.strip() or plain_sentence(language).fullmatch(content.strip()) is not None for _, content in lines
-    ]
-    asked = [content for (_, content), plain in zip(lines, whole, strict=True) if not plain]
+    lines = [[(line, line.rstrip("\r\n")) for line in LINE.findall(text) if line] for text in texts]
+    asked = [content for text_lines in lines for _, content in text_lines if not taken_whole(content, language)]
     found = iter(segment_lines(asked, language, budget))
-    pieces: list[Piece] = []
-    for (line, content), plain in zip(lines, whole, strict=True):
-        pieces += _sentences_of_line(content, [content.strip()] if plain else next(found))
-        if len(content) < len(line):
-            pieces.append(Piece(line[len(content) :], False))
-    if fits is not None:
-        pieces = [part for piece in pieces for part in (split_long(piece.text, fits) if piece.translate else [piece])]
-    return pieces
+    split = []
+    for text_lines in lines:
+        pieces: list[Piece] = []
+        for line, content in text_lines:
+            pieces += _sentences_of_line(content, [content.strip()] if taken_whole(content, language) else next(found))
+            if len(content) < len(line):
+                pieces.append(Piece(line[len(content) :], False))
+        if fits is not None:
+            pieces = [
+                part for piece in pieces for part in (split_long(piece.text, fits) if piece.translate else [piece])
+            ]
+        split.append(pieces)
+    return split
+
+
+def taken_whole(line: str, language: str) -> bool:
+    """Whether `line` is taken whole without pysbd: it is blank, or plainly one sentence (`plain_sentence`)."""
+    return not line.strip() or plain_sentence(language).fullmatch(line.strip()) is not None
 
 
 def sentences(pieces: list[Piece]) -> list[str]:
