@@ -74,7 +74,7 @@ def run(coroutine_function, model: StandIn, decoder: StandInDecoder | None = Non
 
     async def main():
         with ThreadPoolExecutor(max_workers=options.get("lanes", 1)) as executor:
-            shape = {key: options.pop(key) for key in ("lanes", "batch_sentences") if key in options}
+            shape = {key: options.pop(key) for key in ("lanes", "workers", "batch_sentences") if key in options}
             settings = ServeSettings(**options)
             if decoder is None:
                 batcher = BatchByBatch(model, word_counts, executor, settings, **shape)
@@ -156,6 +156,61 @@ def test_lanes_translate_batches_side_by_side_within_their_sentence_limit():
     )
     assert max(len(batch) for batch, _ in model.batches) == 3
     assert most[0] == 2
+
+
+class Concurrency:
+    """Wraps a stand-in model: counts the calls in flight at once (the most in `most`)."""
+
+    def __init__(self, model: StandIn):
+        self.model, self.running, self.most = model, 0, 0
+        self.lock = threading.Lock()
+
+    def __call__(self, sentences: list[str], hypotheses: int) -> list[list[str]]:
+        with self.lock:
+            self.running += 1
+            self.most = max(self.most, self.running)
+        try:
+            return self.model(sentences, hypotheses)
+        finally:
+            with self.lock:
+                self.running -= 1
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_lone_request_is_spread_over_the_idle_workers_in_batches_of_consecutive_lengths(workers):
+    """A request of 5 sentences at an idle batcher goes to the model at once: as one batch with one worker, and with
+    two (CTranslate2's on 2 cores: 4 lanes, batches of at most 8) as two batches side by side, the 3 shortest and
+    the 2 longest, rather than one batch on one worker while the other idles."""
+    model = StandIn(delay=0.1)
+    counted = Concurrency(model)
+    sentences = [" ".join(["w"] * length) for length in (5, 1, 4, 2, 3)]
+
+    async def client(batcher):
+        return await batcher.translate(sentences)
+
+    answers = run(client, counted, batch_wait_ms=3_600_000, cache_size=0, lanes=4, workers=workers, batch_sentences=8)
+    assert answers == [[f"{sentence[::-1]}#0"] for sentence in sentences]
+    by_length = sorted(sentences, key=len)
+    if workers == 1:
+        assert [batch for batch, _ in model.batches] == [by_length]
+    else:
+        assert sorted(batch for batch, _ in model.batches) == [by_length[:3], by_length[3:]]
+        assert counted.most == 2
+
+
+def test_a_busy_batcher_keeps_its_batches_whole():
+    """With both workers busy, a request of 5 sentences waits for a lane and goes as one batch: the batches are cut
+    only for idle workers."""
+    model = StandIn(delay=0.2)
+    sentences = [f"sentence {n}" for n in range(5)]
+
+    async def clients(batcher):
+        busy = [asyncio.ensure_future(batcher.translate([f"busy {n}"])) for n in range(2)]
+        await asyncio.sleep(0.05)  # each of the two workers translates one
+        await asyncio.gather(batcher.translate(sentences), *busy)
+
+    run(clients, model, batch_wait_ms=1, cache_size=0, lanes=4, workers=2, batch_sentences=8)
+    assert sorted(batch for batch, _ in model.batches) == [["busy 0"], ["busy 1"], sentences]
 
 
 def test_the_next_batch_holds_the_sentence_that_waited_longest():

@@ -80,18 +80,20 @@ class StepDecoder:
 
 class StandInBackend:
     """A backend for `source`-`target` that answers `[src>tgt] sentence` (batch by batch, or through `decoder`),
-    recording the sentences it was given."""
+    recording the sentences it was given and, batch by batch, its batches."""
 
-    lanes, batch_sentences, description = 1, None, "stand-in"
+    lanes, workers, batch_sentences, description = 1, 1, None, "stand-in"
 
     def __init__(self, source: str, target: str, seconds_per_token: float | None = None):
         self.translator = Translator(None, CharacterTokenizer(), "stand-in", (source, target))
         self.tag = f"[{source}>{target}]"
         self.decoder = None if seconds_per_token is None else StepDecoder(self.tag, seconds_per_token)
         self.given: list[str] = []
+        self.batches: list[list[str]] = []
 
     def translate(self, sentences: list[str], hypotheses: int = 1, beams: int | None = None) -> list[list[str]]:
         self.given += sentences
+        self.batches.append(list(sentences))
         return [[f"{self.tag} {sentence}"] * hypotheses for sentence in sentences]
 
 

@@ -16,7 +16,9 @@ from vanilla_training.serving.html_text import html_segments
 from vanilla_training.serving.paragraphs import (
     Piece,
     plain_sentence,
+    pysbd_sentences,
     rejoin,
+    segmenter,
     sentences,
     split_long,
     split_text,
@@ -114,6 +116,71 @@ def test_plain_verses_are_taken_whole_and_the_others_go_to_pysbd(monkeypatch):
     ]:
         assert sentences(split_text(text, language)) == expected
     assert len(asked) == 4
+
+
+@pytest.mark.parametrize(
+    ("language", "text"),
+    [
+        ("en", 'He said, "I am not." "Are you the prophet?" He answered, "No."'),
+        ("en", "Dr. Watson came at 3 p.m. to the house. He left at 5. The U.S. Army, e.g. Co. Ltd., was there!"),
+        ("en", 'Jesus said to him, "Go your way." Then he left. (Which is, being interpreted, Christ.) Amen.'),
+        ("en", 'He answered (see above). They went home. "Why?" she asked. It is 3.5 km.'),
+        ("en", "a. a. a. a. b. a. a."),
+        ("de", 'Dr. Müller kam am 3. Mai. Er sagte: "Ich gehe." Dann ging er.'),
+        ("fr", "M. Dupont est là. « Tu viens ? » Il part."),
+        ("el", "Τι είναι; Είναι φως. Ναι!"),
+        ("zh", "神说要有光。就有了光！好吗？"),
+        ("hi", "यह एक वाक्य है। यह दूसरा है?"),
+    ],
+)
+def test_pysbd_sentences_are_those_of_pysbd_segment(language, text):
+    """The pysbd process finds sentences without `Segmenter.segment`'s character spans (`pysbd_sentences`): the
+    sentences are those `segment` finds, the oracle, on ordinary text."""
+    expected = [found.strip() for found in segmenter(language).segment(text) if found.strip()]
+    assert len(expected) > 1
+    assert [found.strip() for found in pysbd_sentences(text, language)] == expected
+    assert sentences(split_text(text, language)) == expected  # through the pysbd process
+
+
+def test_blank_lines_are_not_sent_to_pysbd(monkeypatch):
+    asked = []
+    segment = paragraphs.SEGMENTER.segment
+
+    def watched(lines, language, budget):
+        asked.extend(lines)
+        return segment(lines, language, budget)
+
+    monkeypatch.setattr(paragraphs.SEGMENTER, "segment", watched)
+    text = "\n  \t\nOne. Two.\r\n\u00a0\n"
+    assert [(piece.text, piece.translate) for piece in split_text(text, "en")] == [
+        ("\n", False),
+        ("  \t", False),
+        ("\n", False),
+        ("One.", True),
+        (" ", False),
+        ("Two.", True),
+        ("\r\n", False),
+        ("\u00a0", False),
+        ("\n", False),
+    ]
+    assert asked == ["One. Two."]
+
+
+def test_a_sentence_pysbd_changes_is_translated_with_the_rest_of_its_line():
+    """pysbd gives `Use the ∯ sign.` back as `Use the . sign.` (∯ is one of its placeholders), which is not in the
+    line: the rest of the line from there is one sentence, rather than text kept untranslated."""
+    assert segmenter("en").segment("Use the ∯ sign. Then stop.") == ["Then stop."]  # pysbd drops it
+    assert sentences(split_text("Use the ∯ sign. Then stop.", "en")) == ["Use the ∯ sign. Then stop."]
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.sampled_from([*'ab A.?!,"“”() \u00a0∯♨☝ȸȹ&ᓰ', "Dr.", "p.m.", "3.5"]), max_size=30).map("".join))
+def test_only_whitespace_is_kept_untranslated(text):
+    """Whatever pysbd does with text holding its placeholder characters, the text is put back exactly and the
+    pieces not translated are whitespace."""
+    pieces = split_text(text, "en")
+    assert "".join(piece.text for piece in pieces) == text
+    assert all(not piece.text.strip() for piece in pieces if not piece.translate)
 
 
 @settings(max_examples=200, deadline=None)

@@ -51,6 +51,7 @@ class Backend(Protocol):
     description: str
     decoder: ContinuousDecoder | None  # sentences join and leave its running batch step by step (torch only)
     lanes: int  # batches it translates side by side, each called from a thread of its own
+    workers: int  # batches it computes at the same time, at most `lanes` (the batcher spreads a batch over idle ones)
     batch_sentences: int | None  # the most sentences a batch should hold (None: as many as the token budget)
 
     def translate(
@@ -82,7 +83,7 @@ class TorchBackend:
         if problem := precision_problem(self.precision):
             raise ValueError(problem)
         self.beams = beams
-        self.lanes, self.batch_sentences = 1, None
+        self.lanes, self.workers, self.batch_sentences = 1, 1, None
         translator.model.to(DTYPES[self.precision])
         config = translator.model.generation_config
         continuous = batching == "continuous" and not unsupported_settings(config) and not translator.all_languages
@@ -152,11 +153,11 @@ class CTranslate2Backend:
         self.folder = ct2_model_folder(translator, quantization, cache)
         self.device = "cuda" if torch.cuda.is_available() else "cpu"
         threads = torch.get_num_threads()
-        workers = threads if self.device == "cpu" else 1
-        self.lanes = LANES_PER_WORKER * workers if self.device == "cpu" else 1
+        self.workers = threads if self.device == "cpu" else 1
+        self.lanes = LANES_PER_WORKER * self.workers if self.device == "cpu" else 1
         self.batch_sentences = CPU_BATCH if self.device == "cpu" else None
         self.model = ctranslate2.Translator(
-            str(self.folder), device=self.device, compute_type=quantization, inter_threads=workers, intra_threads=1
+            str(self.folder), device=self.device, compute_type=quantization, inter_threads=self.workers, intra_threads=1
         )
         torch.set_num_threads(threads)  # CTranslate2 set the OpenMP threads of this thread (torch's) to intra_threads
         config = translator.model.generation_config

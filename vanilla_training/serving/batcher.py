@@ -9,9 +9,10 @@ with its answer as soon as its beam search is done. The queue is
 bounded (in sentences): a request that would overfill it is refused at once (`QueueFull`) rather than
 left to wait. Answers are kept in an LRU cache, so that a repeated sentence costs no model call. The model runs in
 a worker thread, so that the event loop keeps answering while a batch is translated; a backend that translates
-several batches side by side (CTranslate2 on a CPU: a worker per core) has as many lanes, each a thread, and a
-batch starts as soon as a lane is free, holding at most the backend's number of sentences. A request whose client
-has gone is dropped from the queue before its batch is formed.
+several batches side by side (CTranslate2 on a CPU: a worker per core) has lanes, each a thread, and a batch
+starts as soon as a lane is free, holding at most the backend's number of sentences; where workers would idle, it is
+cut into a part for each, so that a lone request's sentences are translated on every core at once. A request whose
+client has gone is dropped from the queue before its batch is formed.
 """
 
 import asyncio
@@ -234,11 +235,16 @@ class Batcher:
 
 class BatchByBatch(Batcher):
     """Batches translated whole by `translate_batch`, on at most `lanes` batches at a time (each a thread of
-    `executor`): a batch starts once a lane is free and a sentence waits, after gathering others (`_gather`)."""
+    `executor`), which the backend computes on `workers` workers (at most `lanes`; CTranslate2's, one a core): a
+    batch starts once a lane is free and a sentence waits, after gathering others (`_gather`), spread over the
+    workers that would otherwise idle (`_spread`)."""
 
-    def __init__(self, *args, lanes: int = 1, batch_sentences: int | None = None, **kwargs):
+    def __init__(self, *args, lanes: int = 1, workers: int = 1, batch_sentences: int | None = None, **kwargs):
         super().__init__(*args, **kwargs)
+        if not 1 <= workers <= lanes:
+            raise ValueError(f"{workers} workers for {lanes} lanes: a worker needs a lane")
         self.free_lanes = asyncio.Semaphore(lanes)
+        self.workers = workers
         self.batch_sentences = batch_sentences
         self.running: set[asyncio.Task] = set()  # the batches being translated, one a lane
 
@@ -250,10 +256,12 @@ class BatchByBatch(Batcher):
         while True:
             await self.free_lanes.acquire()
             await self._gather()
-            batch = self._oldest_batch()
-            task = asyncio.get_running_loop().create_task(self._run(batch, batch[0].hypotheses))
-            self.running.add(task)
-            task.add_done_callback(self._lane_done)
+            for index, batch in enumerate(self._spread(self._oldest_batch())):
+                if index:
+                    await self.free_lanes.acquire()  # free: there are at least as many lanes as workers
+                task = asyncio.get_running_loop().create_task(self._run(batch, batch[0].hypotheses))
+                self.running.add(task)
+                task.add_done_callback(self._lane_done)
 
     async def _gather(self) -> None:
         """Waits for a sentence; then, if the last batch answered several requests and ended less than `GATHER_LIMIT`
@@ -299,6 +307,15 @@ class BatchByBatch(Batcher):
         taken = {id(job) for job in batch}
         self.pending = [job for job in self.pending if id(job) not in taken]
         return batch
+
+    def _spread(self, batch: list[Job]) -> list[list[Job]]:
+        """`batch` cut into a part for each idle worker (fewer batches in flight than workers), each of at least one
+        sentence and of consecutive lengths: with a worker a core, a lone request's sentences are translated on
+        every core at once rather than one after the other on one core while the others idle. A busy server has no
+        idle worker, and its batches stay whole."""
+        parts = max(1, min(self.workers - len(self.running), len(batch)))
+        size = -(-len(batch) // parts)
+        return [batch[start : start + size] for start in range(0, len(batch), size)]
 
 
 class ContinuousBatcher(Batcher):
@@ -483,4 +500,4 @@ def batcher_for(
     common = (translate, count_tokens, executor, settings, name, metrics)
     if backend.decoder is not None:
         return ContinuousBatcher(*common, decoder=backend.decoder)
-    return BatchByBatch(*common, lanes=backend.lanes, batch_sentences=backend.batch_sentences)
+    return BatchByBatch(*common, lanes=backend.lanes, workers=backend.workers, batch_sentences=backend.batch_sentences)

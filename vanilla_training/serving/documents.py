@@ -4,7 +4,7 @@ translations: the best one, and alternatives made of every sentence's next-best 
 from collections.abc import Callable
 
 from .html_text import Block, html_segments, render_block
-from .paragraphs import Budget, Piece, rejoin, sentences, split_text
+from .paragraphs import Budget, Piece, rejoin, sentences, split_texts
 
 Layout = list[tuple[str, list[Piece] | None, Block | None]]  # (raw text, its sentences and spacing or None if
 # kept as it is, its HTML block with the inline tags to put back)
@@ -17,14 +17,28 @@ def layout(
     fits: Callable[[str], bool] | None = None,
     budget: Budget | None = None,
 ) -> Layout:
-    """`text` cut into what is kept as it is (markup, in HTML) and text split into sentences (`split_text`, with
-    pysbd within `budget`); in HTML a block's text is split with its inline tags taken out
+    """`text` laid out alone (see `layouts`)."""
+    return layouts([text], text_format, language, fits, budget)[0]
+
+
+def layouts(
+    texts: list[str],
+    text_format: str,
+    language: str,
+    fits: Callable[[str], bool] | None = None,
+    budget: Budget | None = None,
+) -> list[Layout]:
+    """Each of `texts` cut into what is kept as it is (markup, in HTML) and text split into sentences (`split_texts`:
+    pysbd asked once for them all, within `budget`); in HTML a block's text is split with its inline tags taken out
     (`html_text.html_segments`)."""
     if text_format != "html":
-        return [(text, split_text(text, language, fits, budget), None)]
+        split = split_texts(texts, language, fits, budget)
+        return [[(text, pieces, None)] for text, pieces in zip(texts, split, strict=True)]
+    segmented = [html_segments(text) for text in texts]
+    blocks = [block.text for segments in segmented for _, block in segments if block is not None]
+    pieces = iter(split_texts(blocks, language, fits, budget))
     return [
-        (raw, None if block is None else split_text(block.text, language, fits, budget), block)
-        for raw, block in html_segments(text)
+        [(raw, None if block is None else next(pieces), block) for raw, block in segments] for segments in segmented
     ]
 
 

@@ -2,10 +2,10 @@
 together around the translations with the input's own whitespace and line breaks.
 
 Sentences are found line by line by pysbd (rule-based, offline) with the rules of the source language (English's
-where pysbd has none); a line that plainly holds one sentence (`plain_sentence`) is taken whole without asking
-pysbd, which has nothing to split there and is the server's dearest step per request. A sentence longer than the
-model accepts is cut at the clause boundary (`,` `;` `:` and the like) nearest its middle, else at the space
-nearest its middle, else in the middle, until every piece fits: text is never dropped.
+where pysbd has none); a blank line, or one that plainly holds one sentence (`plain_sentence`), is taken whole
+without asking pysbd, which has nothing to split there and is the server's dearest step per request. A sentence
+longer than the model accepts is cut at the clause boundary (`,` `;` `:` and the like) nearest its middle, else at
+the space nearest its middle, else in the middle, until every piece fits: text is never dropped.
 
 pysbd's rules are regular expressions, some of which backtrack exponentially on some inputs (0.3.4:
 `..[111 111 111 ...]` doubles its time with each group of digits), and Python's `re` holds the GIL while it matches:
@@ -67,9 +67,17 @@ def plain_sentence(language: str) -> re.Pattern:
     return re.compile(rf"{word}(?:[{pauses}]? {word})*[{pauses}]?(?:(?<={letter}{letter})[{marks}])?")
 
 
+def pysbd_sentences(line: str, language: str) -> list[str]:
+    """The sentences pysbd's rules for `language` find in `line`, as `Segmenter.segment` finds them but without
+    their places in the line: to find those, `segment` compiles a regular expression of each sentence found and
+    searches the whole line for it (more than half of its time on unseen verses, and quadratic in the sentences of a
+    line that repeats one); `_sentences_of_line` finds them itself, in one pass."""
+    return segmenter(language).processor(line).process() if line else []
+
+
 def serve_segments(connection: Connection) -> None:
     """The pysbd process: says it is ready, then, for each (language, lines) it is sent, sends each line's
-    sentences as soon as they are found; it ends when its parent's end of the pipe closes."""
+    sentences (`pysbd_sentences`) as soon as they are found; it ends when its parent's end of the pipe closes."""
     connection.send("ready")
     while True:
         try:
@@ -77,7 +85,7 @@ def serve_segments(connection: Connection) -> None:
         except EOFError:
             return
         for line in lines:
-            connection.send(segmenter(language).segment(line))
+            connection.send(pysbd_sentences(line, language))
 
 
 class Cancelled(Exception):
@@ -206,7 +214,8 @@ def segment_lines(lines: list[str], language: str, budget: Budget) -> list[list[
 
 def _sentences_of_line(line: str, found_sentences: list[str]) -> list[Piece]:
     """The sentences of one line (no line break inside), as `found_sentences` says, and the whitespace around and
-    between them."""
+    between them; text they leave out (pysbd changes a sentence holding its placeholder characters, `∯` `♨` and the
+    like, and such a sentence is not found in the line) is translated all the same, never kept as it is."""
     pieces: list[Piece] = []
     cursor = 0
     for found in found_sentences:
@@ -216,18 +225,20 @@ def _sentences_of_line(line: str, found_sentences: list[str]) -> list[Piece]:
         start = line.find(sentence, cursor)
         if start < 0:  # the segmenter changed the text: keep the rest of the line as one sentence
             break
-        if start > cursor:
-            pieces.append(Piece(line[cursor:start], False))
+        pieces += _between(line[cursor:start])
         pieces.append(Piece(sentence, True))
         cursor = start + len(sentence)
-    rest = line[cursor:]
-    if rest.strip():
-        leading = len(rest) - len(rest.lstrip())
-        trailing = len(rest.rstrip())
-        pieces += [Piece(rest[:leading], False), Piece(rest[leading:trailing], True), Piece(rest[trailing:], False)]
-    elif rest:
-        pieces.append(Piece(rest, False))
+    pieces += _between(line[cursor:])
     return [piece for piece in pieces if piece.text]
+
+
+def _between(text: str) -> list[Piece]:
+    """Text between the sentences found: its whitespace kept as it is, anything else a sentence to translate."""
+    content = text.strip()
+    if not content:
+        return [Piece(text, False)]
+    leading = len(text) - len(text.lstrip())
+    return [Piece(text[:leading], False), Piece(content, True), Piece(text[leading + len(content) :], False)]
 
 
 def _cut_point(sentence: str) -> tuple[int, int]:
@@ -259,22 +270,39 @@ def split_text(
     text: str, language: str, fits: Callable[[str], bool] | None = None, budget: Budget | None = None
 ) -> list[Piece]:
     """`text` as sentences to translate and the whitespace between them: `"".join(p.text for p in pieces) == text`.
-    Line breaks always end a sentence; a line that is not plainly one sentence (`plain_sentence`) goes to pysbd
-    within `budget` (`SEGMENT_SECONDS` if None: see `segment_lines`); with `fits`, a
+    Line breaks always end a sentence; a line that is neither blank nor plainly one sentence (`plain_sentence`) goes to
+    pysbd within `budget` (`SEGMENT_SECONDS` if None: see `segment_lines`); with `fits`, a
     sentence that does not fit is split (`split_long`)."""
+    return split_texts([text], language, fits, budget)[0]
+
+
+def split_texts(
+    texts: list[str], language: str, fits: Callable[[str], bool] | None = None, budget: Budget | None = None
+) -> list[list[Piece]]:
+    """Each of `texts` split as `split_text` splits one, the lines of them all that go to pysbd in one call (one
+    round trip to its process for a request's texts or an HTML page's blocks)."""
     budget = Budget() if budget is None else budget
-    lines = [(line, line.rstrip("\r\n")) for line in LINE.findall(text) if line]
-    whole = [plain_sentence(language).fullmatch(content.strip()) is not None for _, content in lines]
-    asked = [content for (_, content), plain in zip(lines, whole, strict=True) if not plain]
+    lines = [[(line, line.rstrip("\r\n")) for line in LINE.findall(text) if line] for text in texts]
+    asked = [content for text_lines in lines for _, content in text_lines if not taken_whole(content, language)]
     found = iter(segment_lines(asked, language, budget))
-    pieces: list[Piece] = []
-    for (line, content), plain in zip(lines, whole, strict=True):
-        pieces += _sentences_of_line(content, [content.strip()] if plain else next(found))
-        if len(content) < len(line):
-            pieces.append(Piece(line[len(content) :], False))
-    if fits is not None:
-        pieces = [part for piece in pieces for part in (split_long(piece.text, fits) if piece.translate else [piece])]
-    return pieces
+    split = []
+    for text_lines in lines:
+        pieces: list[Piece] = []
+        for line, content in text_lines:
+            pieces += _sentences_of_line(content, [content.strip()] if taken_whole(content, language) else next(found))
+            if len(content) < len(line):
+                pieces.append(Piece(line[len(content) :], False))
+        if fits is not None:
+            pieces = [
+                part for piece in pieces for part in (split_long(piece.text, fits) if piece.translate else [piece])
+            ]
+        split.append(pieces)
+    return split
+
+
+def taken_whole(line: str, language: str) -> bool:
+    """Whether `line` is taken whole without pysbd: it is blank, or plainly one sentence (`plain_sentence`)."""
+    return not line.strip() or plain_sentence(language).fullmatch(line.strip()) is not None
 
 
 def sentences(pieces: list[Piece]) -> list[str]:

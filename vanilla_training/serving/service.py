@@ -20,7 +20,7 @@ from .access import Access
 from .backends import Backend, TorchBackend
 from .batcher import Batcher, QueueFull, batcher_for
 from .detect import Detector, translatable
-from .documents import Layout, layout, layout_sentences, translated_versions
+from .documents import Layout, layout_sentences, layouts, translated_versions
 from .files import FileStore
 from .metrics import Metrics
 from .paragraphs import SEGMENTER, Budget, Cancelled
@@ -241,18 +241,19 @@ class Service:
         return detector.detect(text)[0]
 
     def lay_out(self, call: TranslateCall, budget: Budget) -> list[Text]:
-        """Each text of `call` with its pair and sentences (pysbd given `budget` for them all), and the detected
-        language of source `auto`; ApiError 400 where no model translates from that language into the target, or for
-        sentences over the sentence limit or the queue's size."""
+        """Each text of `call` with its pair and sentences (pysbd asked once for them all, within `budget`), and the
+        detected language of source `auto`; ApiError 400 where no model translates from that language into the
+        target, or for sentences over the sentence limit or the queue's size."""
         detected = self.detect_source(call.texts, call.target) if call.source == "auto" else None
         source = call.source if detected is None else detected["language"]
-        texts = []
-        for text in call.texts:
-            pair = self.pair_for(text, source, call.target)
-            parts = (
-                [(text, None, None)] if pair is None else layout(text, call.text_format, pair.source, pair.fits, budget)
-            )
-            texts.append(Text(text, pair, parts, detected))
+        pairs = [self.pair_for(text, source, call.target) for text in call.texts]  # one pair, or None: nothing to do
+        pair = next((pair for pair in pairs if pair is not None), None)
+        translated = [text for text, its_pair in zip(call.texts, pairs, strict=True) if its_pair is not None]
+        laid = iter(layouts(translated, call.text_format, pair.source, pair.fits, budget) if pair is not None else [])
+        texts = [
+            Text(text, its_pair, [(text, None, None)] if its_pair is None else next(laid), detected)
+            for text, its_pair in zip(call.texts, pairs, strict=True)
+        ]
         count = sum(len(layout_sentences(text.parts)) for text in texts)
         for limit, name in ((self.settings.sentence_limit, "sentence limit"), (self.settings.max_queue, "queue size")):
             if count > limit:
