@@ -90,7 +90,9 @@ def test_a_line_taken_whole_without_pysbd_is_one_sentence_for_pysbd(language, wo
         assert [found.strip() for found in rules.segment(line) if found.strip()] == [line]
 
 
-def test_plain_verses_are_taken_whole_and_the_others_go_to_pysbd(monkeypatch):
+@pytest.fixture
+def lines_sent_to_pysbd(monkeypatch) -> list[str]:
+    """The lines the splitter sends to the pysbd process, in order, as the test goes on."""
     asked = []
     segment = paragraphs.SEGMENTER.segment
 
@@ -99,6 +101,10 @@ def test_plain_verses_are_taken_whole_and_the_others_go_to_pysbd(monkeypatch):
         return segment(lines, language, budget)
 
     monkeypatch.setattr(paragraphs.SEGMENTER, "segment", watched)
+    return asked
+
+
+def test_plain_verses_are_taken_whole_and_the_others_go_to_pysbd(lines_sent_to_pysbd):
     for language, text in [
         ("en", "And God said, Let there be light: and there was light."),
         ("en", "He confessed, and didn't deny; he was God's servant!"),
@@ -107,7 +113,7 @@ def test_plain_verses_are_taken_whole_and_the_others_go_to_pysbd(monkeypatch):
         ("zh", "神说要有光就有了光。"),
     ]:
         assert sentences(split_text(text, language)) == [text]
-    assert asked == []
+    assert lines_sent_to_pysbd == []
     for language, text, expected in [
         ("en", "Let there be light. And there was light.", ["Let there be light.", "And there was light."]),
         ("en", 'He said "Go" and went.', ['He said "Go" and went.']),
@@ -115,7 +121,7 @@ def test_plain_verses_are_taken_whole_and_the_others_go_to_pysbd(monkeypatch):
         ("en", "It costs 5.", ["It costs 5."]),
     ]:
         assert sentences(split_text(text, language)) == expected
-    assert len(asked) == 4
+    assert len(lines_sent_to_pysbd) == 4
 
 
 @pytest.mark.parametrize(
@@ -142,15 +148,7 @@ def test_pysbd_sentences_are_those_of_pysbd_segment(language, text):
     assert sentences(split_text(text, language)) == expected  # through the pysbd process
 
 
-def test_blank_lines_are_not_sent_to_pysbd(monkeypatch):
-    asked = []
-    segment = paragraphs.SEGMENTER.segment
-
-    def watched(lines, language, budget):
-        asked.extend(lines)
-        return segment(lines, language, budget)
-
-    monkeypatch.setattr(paragraphs.SEGMENTER, "segment", watched)
+def test_blank_lines_are_not_sent_to_pysbd(lines_sent_to_pysbd):
     text = "\n  \t\nOne. Two.\r\n\u00a0\n"
     assert [(piece.text, piece.translate) for piece in split_text(text, "en")] == [
         ("\n", False),
@@ -163,7 +161,7 @@ def test_blank_lines_are_not_sent_to_pysbd(monkeypatch):
         ("\u00a0", False),
         ("\n", False),
     ]
-    assert asked == ["One. Two."]
+    assert lines_sent_to_pysbd == ["One. Two."]
 
 
 def test_a_sentence_pysbd_changes_is_translated_with_the_rest_of_its_line():
