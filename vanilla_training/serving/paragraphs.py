@@ -282,14 +282,14 @@ def split_texts(
     """Each of `texts` split as `split_text` splits one, the lines of them all that go to pysbd in one call (one
     round trip to its process for a request's texts or an HTML page's blocks)."""
     budget = Budget() if budget is None else budget
-    lines = [[(line, line.rstrip("\r\n")) for line in LINE.findall(text) if line] for text in texts]
-    asked = [content for text_lines in lines for _, content in text_lines if not taken_whole(content, language)]
+    lines = [[_line(line, language) for line in LINE.findall(text) if line] for text in texts]
+    asked = [content for text_lines in lines for _, content, whole in text_lines if not whole]
     found = iter(segment_lines(asked, language, budget))
     split = []
     for text_lines in lines:
         pieces: list[Piece] = []
-        for line, content in text_lines:
-            pieces += _sentences_of_line(content, [content.strip()] if taken_whole(content, language) else next(found))
+        for line, content, whole in text_lines:
+            pieces += _sentences_of_line(content, [content.strip()] if whole else next(found))
             if len(content) < len(line):
                 pieces.append(Piece(line[len(content) :], False))
         if fits is not None:
@@ -298,6 +298,12 @@ def split_texts(
             ]
         split.append(pieces)
     return split
+
+
+def _line(line: str, language: str) -> tuple[str, str, bool]:
+    """(the line, its content without the line break, whether the content is taken whole: `taken_whole`)."""
+    content = line.rstrip("\r\n")
+    return line, content, taken_whole(content, language)
 
 
 def taken_whole(line: str, language: str) -> bool:
