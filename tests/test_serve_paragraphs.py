@@ -68,7 +68,8 @@ def test_a_line_break_always_ends_a_sentence():
 # Letters, digits and every mark pysbd's rules look at (the sentence ends of its languages, quotes, brackets, list
 # markers, its placeholder letters), in words as users write them.
 WORDS = ["a", "I", "b", "ii", "Mr", "God", "went", "x1", "12", "3", "é", "ȸ", "il", "Müller", "日本", "नमस्ते", "ورد"]
-MARKS = list(".!?,;:'’\"“”()[]-–—…|•*/") + ["。", "．", "！", "？", "؟", "،", "۔", "।", "።", "፧", "։", "՜", "။", "၏"]
+MARKS = list(".!?,;:'’\"“”‘«»„‚()[]-–—…|•*/")
+MARKS += ["。", "．", "！", "？", "؟", "،", "۔", "।", "።", "፧", "։", "՜", "။", "၏"]
 
 
 PAUSES = [" "] * 60 + [", "] * 10 + [": ", "; "] * 5 + ["  ", ""]
@@ -79,7 +80,7 @@ SEPARATORS = PAUSES * 8 + [mark + " " for mark in MARKS] + [" " + mark for mark 
 @given(
     st.sampled_from(["en", "de", "fr", "el", "ar", "fa", "hi", "hy", "am", "my", "ur", "zh", "ja", "xx"]),
     st.lists(st.tuples(st.sampled_from(WORDS), st.sampled_from(SEPARATORS)), min_size=1, max_size=8),
-    st.sampled_from(MARKS + ["", "", ""]),
+    st.lists(st.sampled_from(MARKS), max_size=2).map("".join),  # none, a mark, or two (a stop and a quote)
 )
 def test_a_line_taken_whole_without_pysbd_is_one_sentence_for_pysbd(language, words, end):
     """pysbd itself is the oracle: whatever line `plain_sentence` takes whole, pysbd's rules for that language
@@ -108,6 +109,9 @@ def test_plain_verses_are_taken_whole_and_the_others_go_to_pysbd(lines_sent_to_p
     for language, text in [
         ("en", "And God said, Let there be light: and there was light."),
         ("en", "He confessed, and didn't deny; he was God's servant!"),
+        ("en", 'He said "Go" and went.'),
+        ("en", "He said, 'Make straight the way of the Lord,' as Isaiah the prophet said."),
+        ("fr", "Il répondit: «Non»"),
         ("de", "Und Gott sprach: Es werde Licht."),
         ("el", "Και είπεν ο Θεός, Γενηθήτω φως."),
         ("zh", "神说要有光就有了光。"),
@@ -116,12 +120,13 @@ def test_plain_verses_are_taken_whole_and_the_others_go_to_pysbd(lines_sent_to_p
     assert lines_sent_to_pysbd == []
     for language, text, expected in [
         ("en", "Let there be light. And there was light.", ["Let there be light.", "And there was light."]),
-        ("en", 'He said "Go" and went.', ['He said "Go" and went.']),
+        ("en", 'He said, "No." Then he left.', ['He said, "No."', "Then he left."]),
+        ("en", 'He went."', ["He went.", '"']),  # a closing quote with no opening one: pysbd cuts it off
         ("el", "Τι είναι; Είναι φως.", ["Τι είναι;", "Είναι φως."]),  # ; asks a question in Greek
         ("en", "It costs 5.", ["It costs 5."]),
     ]:
         assert sentences(split_text(text, language)) == expected
-    assert len(lines_sent_to_pysbd) == 4
+    assert len(lines_sent_to_pysbd) == 5
 
 
 @pytest.mark.parametrize(

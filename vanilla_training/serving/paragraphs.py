@@ -35,6 +35,7 @@ LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)?")
 SENTENCE_END = re.compile(r"(?<=[.!?\u2026\u3002\uff01\uff1f\u061f\u0964])\s+")
 SEGMENT_SECONDS = 0.25  # pysbd's time for the lines of a request's texts
 START_SECONDS = 120.0  # the most a fresh pysbd process may take to start
+QUOTES = "\"'“”‘’«»„‚"  # quotation marks that `plain_sentence` takes around words
 POLL_SECONDS = 0.02  # how often a request waiting for pysbd looks whether its client has gone
 
 
@@ -56,15 +57,22 @@ def segmenter(language: str) -> pysbd.Segmenter:
 def plain_sentence(language: str) -> re.Pattern:
     """Text that pysbd's rules for `language` leave whole: words of letters and digits (apostrophes and hyphens only
     inside a word) between single spaces, commas, and colons and semicolons where the language does not end a
-    sentence with them, and at most one of its sentence-ending marks, at the very end after two letters. Quotes,
-    brackets, list markers and pysbd's own placeholder letters (ȸ ȹ) are left to pysbd."""
+    sentence with them, quotes (`QUOTES`) just before or after a word or a pause, and at most one of its
+    sentence-ending marks, at the very end after two letters. A quote after that mark is left to pysbd, which keeps
+    it with the sentence only where it closes a quotation that the mark lies in (`He said "go."`, not `He went."`),
+    as are brackets, list markers and pysbd's own placeholder letters (ȸ ȹ). Where a quote may go is never
+    ambiguous (before a word; after a word or a pause), so a line that does not match fails in time linear in its
+    length."""
     code = language if language in LANGUAGE_CODES else "en"
     marks = "".join(Language.get_language_code(code).Punctuations)
     pauses = "".join(mark for mark in ",;:" if mark not in marks)
     marks, pauses = re.escape(marks), re.escape(pauses)
     letter, character = rf"[^\W\d_ȸȹ{marks}]", rf"[^\W_ȸȹ{marks}]"
-    word = rf"{character}+(?:['’-]{character}+)*"
-    return re.compile(rf"{word}(?:[{pauses}]? {word})*[{pauses}]?(?:(?<={letter}{letter})[{marks}])?")
+    quotes = rf"[{QUOTES}]*"
+    word = rf"{quotes}{character}+(?:['’-]{character}+)*{quotes}"
+    return re.compile(
+        rf"{word}(?:(?:[{pauses}]{quotes})? {word})*(?:[{pauses}]{quotes})?(?:(?<={letter}{letter})[{marks}])?"
+    )
 
 
 def pysbd_sentences(line: str, language: str) -> list[str]:
