@@ -37,6 +37,7 @@ from vanilla_training.serving import handler as handler_module
 from vanilla_training.serving.app import create_app
 from vanilla_training.serving.backends import CPU_BATCH, CTranslate2Backend, TorchBackend
 from vanilla_training.serving.metrics import Measure, Metrics
+from vanilla_training.serving.service import Service
 from vanilla_training.serving.settings import ServeSettings, settings_from
 from vanilla_training.serving.workers import load_backend
 from vanilla_training.translator import load_translator
@@ -450,6 +451,27 @@ def test_api_keys_are_checked_where_configured(translator):
         assert post_form(server.url + "/detect", {"q": "one", "api_key": "k2"})[0] == 403
         assert post_json(server.url + "/translate", {**fields, "api_key": "k1"})[0] == 200
         assert post_form(server.url + "/translate", {**fields, "api_key": "k1"})[0] == 200
+
+
+def test_only_a_short_plain_request_is_laid_out_on_the_event_loop(translator, monkeypatch):
+    """A short request whose lines need no pysbd is laid out on the event loop (no thread's round trip); one that
+    needs pysbd, names no source, or is long, on a layout thread: pysbd's pipe never blocks the loop."""
+    threads = []
+    lay_out = Service.lay_out
+
+    def recorded(self, call, budget):
+        threads.append(threading.current_thread().name)
+        return lay_out(self, call, budget)
+
+    monkeypatch.setattr(Service, "lay_out", recorded)
+    long_plain = " ".join(["and God is love"] * 150)  # 2,249 characters, one plain sentence
+    texts = ["God is love.", 'He said, "No." Then he left.', long_plain, "God is love.\nHe left."]
+    with InProcessServer([TorchBackend(translator, "fp32")], ServeSettings()) as server:
+        for text in texts:
+            assert post_json(server.url + "/translate", {"q": text, "source": "en", "target": "de"})[0] == 200
+        assert post_json(server.url + "/translate", {"q": "God is love.", "source": "auto", "target": "de"})[0] == 200
+    on_a_layout_thread = [name.startswith("layout") for name in threads]
+    assert on_a_layout_thread == [False, True, True, False, True]
 
 
 class HeldBackend(TorchBackend):

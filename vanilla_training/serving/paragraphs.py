@@ -319,6 +319,11 @@ def taken_whole(line: str, language: str) -> bool:
     return not line.strip() or plain_sentence(language).fullmatch(line.strip()) is not None
 
 
+def all_taken_whole(texts: list[str], language: str) -> bool:
+    """Whether every line of `texts` is taken whole (`taken_whole`): `split_texts` would not ask pysbd."""
+    return all(_line(line, language)[2] for text in texts for line in LINE.findall(text) if line)
+
+
 def sentences(pieces: list[Piece]) -> list[str]:
     """The sentences to translate, in order."""
     return [piece.text for piece in pieces if piece.translate]

@@ -23,12 +23,13 @@ from .detect import Detector, translatable
 from .documents import Layout, layout_sentences, layouts, translated_versions
 from .files import FileStore
 from .metrics import Metrics
-from .paragraphs import SEGMENTER, Budget, Cancelled
+from .paragraphs import SEGMENTER, Budget, Cancelled, all_taken_whole
 from .parsing import ApiError, TranslateCall
 from .settings import ServeSettings
 from .suggestions import Suggestions
 
 DISCONNECT_POLL_SECONDS = 0.05
+INLINE_CHARACTERS = 2000  # the longest request laid out on the event loop (`plain_request`)
 LAYOUT_THREADS = 32  # requests laid out at once (most of them waiting for pysbd's turn: see `paragraphs`)
 SURE = 50  # percent: a language not served into the target this likely is refused for source `auto` (`detect_source`)
 
@@ -281,8 +282,11 @@ class Service:
         return pair
 
     async def laid_out(self, call: TranslateCall, disconnected: Callable[[], Awaitable[bool]]) -> list[Text]:
-        """`lay_out` on a thread of `layout_threads`; a client that goes meanwhile stops its layout (ApiError 499)."""
+        """`lay_out` on a thread of `layout_threads`, or on the event loop for a short request that needs no pysbd
+        (`plain_request`); a client that goes meanwhile stops its layout (ApiError 499)."""
         budget = Budget()
+        if plain_request(call):
+            return self.lay_out(call, budget)
         layout_work = asyncio.get_running_loop().run_in_executor(self.layout_threads, self.lay_out, call, budget)
         try:
             return await unless_gone(layout_work, disconnected)
@@ -424,6 +428,15 @@ class Service:
             raise ApiError(500, f"Cannot translate text: {error}") from error
         finally:
             work.cancel()
+
+
+def plain_request(call: TranslateCall) -> bool:
+    """Whether `call` is laid out on the event loop rather than on a layout thread: plain text of at most
+    `INLINE_CHARACTERS` characters in a named source language, whose every line is taken whole without pysbd
+    (`paragraphs.taken_whole`, linear in the line): a thread's round trip would cost more than the layout itself."""
+    if call.source == "auto" or call.text_format == "html" or sum(map(len, call.texts)) > INLINE_CHARACTERS:
+        return False
+    return all_taken_whole(call.texts, call.source)
 
 
 async def unless_gone(work: asyncio.Future, disconnected: Callable[[], Awaitable[bool]]):
