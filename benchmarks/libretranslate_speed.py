@@ -38,6 +38,7 @@ import itertools
 import os
 import shutil
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -202,6 +203,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--serve-options", default="", help='more options of vanilla-serve, e.g. "--batch-wait-ms 0" (default: none)'
     )
     parser.add_argument(
+        "--rounds",
+        type=int,
+        default=1,
+        help="measure the systems this many times, in turn (A, B, A, B, ...), and give each ratio's median over the "
+        "rounds: on a machine whose speed drifts, a ratio within one round compares neighbours in time (default: 1)",
+    )
+    parser.add_argument(
         "--profile",
         type=Path,
         help="also sample each server with py-spy (installed apart) while one client sends one verse a request, "
@@ -216,8 +224,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         parser.error(f"unknown systems {sorted(unknown)}; choose from {known}")
     if args.profile and py_spy() is None:
         parser.error("--profile needs py-spy (pip install py-spy)")
-    if min(args.clients + args.per_request) < 1:
-        parser.error("--clients and --per-request must be at least 1")
+    if min(args.clients + args.per_request + [args.rounds]) < 1:
+        parser.error("--clients, --per-request and --rounds must be at least 1")
     return args
 
 
@@ -257,29 +265,67 @@ def report(args, results: dict[str, dict], count: int) -> None:
             for r in (cells[key] for key in keys)
         ]
         print(f"| {system} | " + " | ".join(shown) + " |")
-    libretranslate = [system for system in results if system in LIBRETRANSLATE]
-    for key in keys if libretranslate else []:
-        best = max(libretranslate, key=lambda system: results[system][key]["verses_per_second"])
+    if not any(system in LIBRETRANSLATE for system in results):
+        return
+    for key in keys:
+        best = fastest_libretranslate(results, key)
         speed = results[best][key]["verses_per_second"]
-        ratios = ", ".join(
-            f"{system} {results[system][key]['verses_per_second'] / speed:.2f}x"
-            for system in results
-            if system not in LIBRETRANSLATE
-        )
+        ratios = ", ".join(f"{system} {ratio(results, system, key):.2f}x" for system in vanilla_systems(results))
         print(f"{key[0]} a request, {key[1]} clients, over {best} ({speed:.1f} verses/s): {ratios}")
 
 
-def main(argv: list[str] | None = None) -> dict:
+def fastest_libretranslate(results: dict[str, dict], key: tuple[int, int]) -> str:
+    """The LibreTranslate setting that served the most verses a second in the cell `key`."""
+    libretranslate = [system for system in results if system in LIBRETRANSLATE]
+    return max(libretranslate, key=lambda system: results[system][key]["verses_per_second"])
+
+
+def vanilla_systems(results: dict[str, dict]) -> list[str]:
+    return [system for system in results if system not in LIBRETRANSLATE]
+
+
+def ratio(results: dict[str, dict], system: str, key: tuple[int, int]) -> float:
+    """`system`'s verses a second over the faster LibreTranslate setting's, in the cell `key`."""
+    return (
+        results[system][key]["verses_per_second"]
+        / results[fastest_libretranslate(results, key)][key]["verses_per_second"]
+    )
+
+
+def report_medians(args, rounds: list[dict[str, dict]]) -> None:
+    """Each vanilla-serve system's ratio to the faster LibreTranslate setting of its own round: the median over the
+    rounds, and the least and the most."""
+    if not any(system in LIBRETRANSLATE for system in rounds[0]):
+        return
+    for per_request, clients in itertools.product(args.per_request, args.clients):
+        for system in vanilla_systems(rounds[0]):
+            ratios = [ratio(results, system, (per_request, clients)) for results in rounds]
+            print(
+                f"{per_request} a request, {clients} clients, {system} over LibreTranslate's faster setting, "
+                f"{len(rounds)} rounds: median {statistics.median(ratios):.2f}x ({min(ratios):.2f}-{max(ratios):.2f}x)"
+            )
+
+
+def main(argv: list[str] | None = None) -> list[dict]:
+    """The results of each round (a dict of each system's cells); `--profile` samples the first round's servers."""
     args = parse_args(argv)
     sentences = read_sentences(argparse.Namespace(pair=args.pair, sentences=args.sentences, limit=args.limit))
-    results = {}
+    rounds = []
     with tempfile.TemporaryDirectory(prefix="libretranslate-speed-") as tmp:
         folder = Path(tmp)
         home = argos_home(args.model, folder) if set(args.systems) & LIBRETRANSLATE.keys() else folder
-        for port, system in enumerate(args.systems, start=args.port):
-            results[system] = run_system(args, system, home, folder, port, sentences)
-    report(args, results, len(sentences))
-    return results
+        for number in range(1, args.rounds + 1):
+            results = {}
+            for port, system in enumerate(args.systems, start=args.port):
+                results[system] = run_system(args, system, home, folder, port, sentences)
+            if args.rounds > 1:
+                print(f"round {number} of {args.rounds}")
+            report(args, results, len(sentences))
+            rounds.append(results)
+            args.profile = None
+    if args.rounds > 1:
+        report_medians(args, rounds)
+    return rounds
 
 
 if __name__ == "__main__":

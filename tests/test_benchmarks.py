@@ -147,12 +147,45 @@ def test_ct2_speed(tmp_path):
         ("generate_speed.py", ["--caches", "static,paged"], "unknown cache mode(s) ['paged']; choose from"),
         ("train_speed.py", ["--modes", "eager,jit"], "unknown mode(s) ['jit']; choose from ['eager', 'compiled']"),
         ("length_scaling.py", ["--bogus"], "unrecognized arguments: --bogus"),
+        (
+            "libretranslate_speed.py",
+            ["--model", "m", "--libretranslate", "lt", "--rounds", "0"],
+            "--clients, --per-request and --rounds must be at least 1",
+        ),
     ],
 )
 def test_bad_options_are_refused_by_name(script, options, message):
     done = run_script(script, *options)
     assert done.returncode == 2
     assert message in done.stderr
+
+
+def test_libretranslate_speed_gives_the_median_of_the_ratios_each_round_measured(monkeypatch, capsys):
+    """Each round's ratio is over the faster LibreTranslate setting of that round (hand-computed: 150/100, 120/150
+    and 300/200 at one client give 1.5, 0.8 and 1.5; at 8 clients 1.0, 2.0 and 0.5)."""
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    import libretranslate_speed
+
+    def cell(speed: float) -> dict:
+        return {"verses_per_second": speed}
+
+    rounds = [
+        {"lt-default": {(1, 1): cell(10), (1, 8): cell(10)}, "lt-inter2": {(1, 1): cell(100), (1, 8): cell(200)},
+         "ct2-int8": {(1, 1): cell(150), (1, 8): cell(200)}},
+        {"lt-default": {(1, 1): cell(150), (1, 8): cell(10)}, "lt-inter2": {(1, 1): cell(90), (1, 8): cell(100)},
+         "ct2-int8": {(1, 1): cell(120), (1, 8): cell(200)}},
+        {"lt-default": {(1, 1): cell(10), (1, 8): cell(10)}, "lt-inter2": {(1, 1): cell(200), (1, 8): cell(400)},
+         "ct2-int8": {(1, 1): cell(300), (1, 8): cell(200)}},
+    ]  # fmt: skip
+    args = libretranslate_speed.parse_args(
+        ["--model", "m", "--libretranslate", "lt", "--per-request", "1", "--clients", "1,8"]
+    )
+    libretranslate_speed.report_medians(args, rounds)
+    lines = capsys.readouterr().out.splitlines()
+    assert lines == [
+        "1 a request, 1 clients, ct2-int8 over LibreTranslate's faster setting, 3 rounds: median 1.50x (0.80-1.50x)",
+        "1 a request, 8 clients, ct2-int8 over LibreTranslate's faster setting, 3 rounds: median 1.00x (0.50-2.00x)",
+    ]
 
 
 def test_data_scaling_reports_every_stage_and_the_run_from_the_cache(tmp_path):
