@@ -13,7 +13,8 @@ bootstrap test (`evaluation.paired_bootstrap`, as `sacrebleu --paired-bs`). Then
 languages that it did not train (or those of `--untrained`), on the first `--untrained-verses` verses of the pair's
 test split: zero-shot (its own target token) and through a pivot language where two trained directions reach it,
 each with its off-target rate (`evaluation.off_target_rate` among the model's languages), the pivot tested against
-zero-shot. Prints both tables in Markdown, the wins and the means.
+zero-shot. Prints both tables in Markdown, the wins and the means. Without `--per-pair-runs`, only the second table
+(the untrained directions), for a model whose per-pair rivals are not at hand.
 """
 
 import argparse
@@ -183,7 +184,11 @@ def direction_list(spec: str) -> list[Direction]:
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("run", type=Path, help="a multilingual run folder (or its final/ model folder)")
-    parser.add_argument("--per-pair-runs", type=Path, required=True, help="the folder of the demo-PAIR run folders")
+    parser.add_argument(
+        "--per-pair-runs",
+        type=Path,
+        help="the folder of the demo-PAIR run folders (without it: the untrained directions only, no table)",
+    )
     parser.add_argument(
         "--directions", type=direction_list, default=",".join(DIRECTIONS), help="comma-separated (default: the eight)"
     )
@@ -206,7 +211,8 @@ def main(argv: list[str] | None = None) -> dict:
         raise SystemExit(f"{args.run} is not a multilingual model (vanilla-train --languages ...)")
     options = {"num_beams": args.beams, "length_penalty": args.length_penalty}
     options = {name: value for name, value in options.items() if value is not None}
-    folders = {direction: per_pair_folder(args.per_pair_runs, direction) for direction in args.directions}
+    directions = args.directions if args.per_pair_runs is not None else []
+    folders = {direction: per_pair_folder(args.per_pair_runs, direction) for direction in directions}
     chosen = untrained_directions(multilingual, args.untrained)  # every folder and direction checked first
     table = {}
     for direction, folder in folders.items():
@@ -216,9 +222,10 @@ def main(argv: list[str] | None = None) -> dict:
     for direction in chosen:
         untrained[str(direction)] = untrained_row(multilingual, direction, options, args.untrained_verses)
         print(f"{direction}: {untrained[str(direction)]}", file=sys.stderr, flush=True)
-    print(table_markdown(table))
+    printed = [table_markdown(table)] if table else []
     if untrained:
-        print("\n" + untrained_markdown(untrained))
+        printed.append(untrained_markdown(untrained))
+    print("\n\n".join(printed))
     results = {
         "model": str(args.run),
         "decoding": options or "each model's own",

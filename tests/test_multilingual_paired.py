@@ -105,3 +105,12 @@ def test_a_missing_per_pair_run_or_a_trained_direction_asked_as_untrained_is_ref
             multilingual_paired.main([*argv, "--directions", "en-de"])
     finally:
         (folders["runs"] / "kept.json").rename(folders["runs"] / "demo-en-de" / "training_results.json")
+
+
+def test_without_per_pair_runs_only_the_untrained_directions_are_scored(
+    folders: dict[str, Path], corpus: None, capsys: pytest.CaptureFixture
+) -> None:
+    results = multilingual_paired.main([str(folders["model"]), "--untrained", "de-fr", "--untrained-verses", "5"])
+    printed = capsys.readouterr().out
+    assert results["table"] == {} and list(results["untrained"]) == ["de-fr"]
+    assert "per-pair BLEU" not in printed and "| de-fr |" in printed
