@@ -31,8 +31,8 @@ from .corpus.direction import pivot_language
 
 RESULTS = "training_results.json"  # written by vanilla-train beside the model; it records the languages
 # How a multilingual model translates a direction it did not train that two of its trained directions reach through a
-# pivot language: "pivot" (translating twice) or "zero-shot" (the direction's own target token). Which is better is
-# not measured yet (docs/corpus.md); translating twice is the safe default.
+# pivot language: "pivot" (translating twice) or "zero-shot" (the direction's own target token). The pivot, the
+# better of the two where measured (docs/corpus.md, "The table's 8 directions in one model").
 UNTRAINED_DIRECTIONS = "pivot"
 
 
