@@ -577,7 +577,7 @@ def test_a_client_that_disconnects_costs_the_model_nothing(translator):
             )
             gone.sendall(head.encode() + b"\r\n\r\n" + body)
             wait_for_queue(server.url, 2)  # its sentence waits in the queue when it goes
-        time.sleep(0.3)  # the server sees it gone (it polls every 0.05 s)
+        time.sleep(0.3)  # the server sees it gone
         backend.release.set()
         assert first.result(timeout=TIMEOUT)[0] == 200
         status, answer = post_json(server.url + "/translate", {"q": LINES[1], "source": "en", "target": "de"})

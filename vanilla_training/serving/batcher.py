@@ -103,7 +103,7 @@ class Batcher:
         self.settings = settings
         self.name = name
         self.cache = LRUCache(settings.cache_size)
-        self.metrics = metrics or Metrics()
+        self.metrics = (metrics or Metrics()).for_pair(name)
         self.pending: list[Job] = []
         self.outstanding = 0  # sentences queued or in a batch being translated
         self.arrived = asyncio.Event()
@@ -155,13 +155,13 @@ class Batcher:
             answers.append(answer)
             if answer is None:
                 misses.append(index)
-        self.metrics.sentences.labels(self.name, "cache").inc(len(sentences) - len(misses))
+        self.metrics.from_cache.inc(len(sentences) - len(misses))
         if not misses:
             return answers
         if self.failure:
             raise RuntimeError(self.failure)
         if self.outstanding + len(misses) > self.settings.max_queue:
-            self.metrics.rejected.labels(self.name).inc(len(misses))
+            self.metrics.rejected.inc(len(misses))
             raise QueueFull(
                 f"the translation queue is full ({self.outstanding:,} of {self.settings.max_queue:,} sentences "
                 "waiting); try again shortly"
@@ -183,7 +183,7 @@ class Batcher:
 
     def _count(self, change: int) -> None:
         self.outstanding += change
-        self.metrics.queued.labels(self.name).set(self.outstanding)
+        self.metrics.queued.set(self.outstanding)
 
     def _full(self) -> bool:
         """Whether the waiting sentences fill a batch: `max_tokens` source tokens."""
@@ -206,7 +206,7 @@ class Batcher:
             return
         started = time.monotonic()
         for job in batch:
-            self.metrics.queue_seconds.labels(self.name).observe(started - job.queued_at)
+            self.metrics.queue_seconds.observe(started - job.queued_at)
         sentences = [job.sentence for job in batch]
         loop = asyncio.get_running_loop()
         try:
@@ -217,14 +217,14 @@ class Batcher:
                     await self._run([job], hypotheses)
                 return
             results = error
-        self.metrics.batch_seconds.labels(self.name).observe(time.monotonic() - started)
-        self.metrics.batch_sentences.labels(self.name).observe(len(batch))
+        self.metrics.batch_seconds.observe(time.monotonic() - started)
+        self.metrics.batch_sentences.observe(len(batch))
         if isinstance(results, Exception):
             if not batch[0].future.done():
                 batch[0].future.set_exception(results)
         else:
-            self.metrics.sentences.labels(self.name, "model").inc(len(batch))
-            self.metrics.tokens.labels(self.name).inc(sum(job.tokens for job in batch))
+            self.metrics.from_model.inc(len(batch))
+            self.metrics.tokens.inc(sum(job.tokens for job in batch))
             for job, result in zip(batch, results, strict=True):
                 self.cache.put((job.sentence, hypotheses), result)
                 if not job.future.done():
@@ -427,7 +427,7 @@ class ContinuousBatcher(Batcher):
         loop = asyncio.get_running_loop()
         started = time.monotonic()
         for job in jobs:
-            self.metrics.queue_seconds.labels(self.name).observe(started - job.queued_at)
+            self.metrics.queue_seconds.observe(started - job.queued_at)
         try:
             await loop.run_in_executor(
                 self.executor, self.decoder.join, [id(job) for job in jobs], [job.sentence for job in jobs]
@@ -447,7 +447,7 @@ class ContinuousBatcher(Batcher):
         """One decoding step of the decoder's batch; if it fails, every sentence in the batch fails with it."""
         loop = asyncio.get_running_loop()
         started = time.monotonic()
-        self.metrics.batch_sentences.labels(self.name).observe(len(self.decoding))
+        self.metrics.batch_sentences.observe(len(self.decoding))
         try:
             done = await loop.run_in_executor(self.executor, self.decoder.step)
         except Exception as error:
@@ -458,7 +458,7 @@ class ContinuousBatcher(Batcher):
             self._count(-len(self.decoding))
             self.decoding.clear()
             return
-        self.metrics.batch_seconds.labels(self.name).observe(time.monotonic() - started)
+        self.metrics.batch_seconds.observe(time.monotonic() - started)
         self._answer(done)
 
     def _answer(self, done: list[tuple[int, list[str]]]) -> None:
@@ -466,8 +466,8 @@ class ContinuousBatcher(Batcher):
         for key, hypotheses in done:
             job = self.decoding.pop(key)
             result = hypotheses[: job.hypotheses]
-            self.metrics.sentences.labels(self.name, "model").inc()
-            self.metrics.tokens.labels(self.name).inc(job.tokens)
+            self.metrics.from_model.inc()
+            self.metrics.tokens.inc(job.tokens)
             self.cache.put((job.sentence, job.hypotheses), result)
             if not job.future.done():
                 job.future.set_result(result)

@@ -23,6 +23,7 @@ from .files import (
 from .parsing import ApiError, TranslateCall, language_code, read_body, read_fields
 from .routes import Served
 from .schema import ERRORS, errors
+from .service import client_departure
 
 FRONTEND_TIMEOUT_MS = 500  # LibreTranslate's default: how long its page waits after typing before translating
 router = APIRouter()
@@ -114,7 +115,11 @@ async def translate_file(request: Request, served: Served):
     source, target = file_languages(fields, served)
     document = await asyncio.to_thread(checked_document, upload.filename, await upload.read(), served)
     call = TranslateCall(document.texts, True, source, target, document.text_format, 0)
-    translations = (await served.translate(call, request.is_disconnected))[0] if document.texts else []
+    gone = client_departure(request.receive)
+    try:
+        translations = (await served.translate(call, gone))[0] if document.texts else []
+    finally:
+        gone.cancel()
     stored = await asyncio.to_thread(stored_translation, upload.filename, document, translations, served)
     return {"translatedFileUrl": str(request.url_for("download_file", filename=stored))}
 

@@ -2,6 +2,7 @@
 (`vanilla-serve --workers`), prometheus_client's multiprocess mode adds up theirs."""
 
 import contextlib
+import dataclasses
 import os
 import time
 from pathlib import Path
@@ -77,6 +78,20 @@ class Metrics:
             registry=registry,
         )
 
+    def for_pair(self, pair: str) -> "PairMetrics":
+        """The metrics of one batcher (`pair`: its name), labelled once: prometheus_client's `labels` looks its
+        child up under a lock at every call, which a batch would otherwise do a dozen times."""
+        return PairMetrics(
+            from_model=self.sentences.labels(pair, "model"),
+            from_cache=self.sentences.labels(pair, "cache"),
+            tokens=self.tokens.labels(pair),
+            batch_sentences=self.batch_sentences.labels(pair),
+            batch_seconds=self.batch_seconds.labels(pair),
+            queue_seconds=self.queue_seconds.labels(pair),
+            queued=self.queued.labels(pair),
+            rejected=self.rejected.labels(pair),
+        )
+
     def exposition(self) -> bytes:
         """The metrics in Prometheus' text format: this app's, or, where the workers of a multiprocess server
         keep theirs in the folder `MULTIPROCESS_FOLDER` names, all the workers' added up."""
@@ -86,6 +101,20 @@ class Metrics:
         registry = CollectorRegistry()
         MultiProcessCollector(registry)
         return generate_latest(registry)
+
+
+@dataclasses.dataclass(frozen=True)
+class PairMetrics:
+    """`Metrics`' children of one batcher (see `Metrics.for_pair`)."""
+
+    from_model: Counter
+    from_cache: Counter
+    tokens: Counter
+    batch_sentences: Histogram
+    batch_seconds: Histogram
+    queue_seconds: Histogram
+    queued: Gauge
+    rejected: Counter
 
 
 def forget_dead_workers(folder: str) -> None:
@@ -108,6 +137,17 @@ class Measure:
 
     def __init__(self, app, metrics: Metrics):
         self.app, self.metrics = app, metrics
+        self.labelled: dict[tuple[str, int], tuple[Histogram, Counter, Counter | None]] = {}
+
+    def children(self, endpoint: str, status: int) -> tuple[Histogram, Counter, Counter | None]:
+        """The latency, request and error (None below 400) children of `endpoint` and `status`, labelled once (a
+        route's path, or `other`, and an HTTP status: a few dozen at most)."""
+        key = (endpoint, status)
+        if key not in self.labelled:
+            metrics, label = self.metrics, str(status)
+            errors = metrics.errors.labels(endpoint, label) if status >= 400 else None
+            self.labelled[key] = (metrics.latency.labels(endpoint), metrics.requests.labels(endpoint, label), errors)
+        return self.labelled[key]
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
@@ -118,11 +158,11 @@ class Measure:
             nonlocal counted
             counted = True
             route = scope.get("route")  # set by the router on the scope it was given, once a route matched
-            endpoint = getattr(route, "path", None) or "other"
-            self.metrics.latency.labels(endpoint).observe(time.monotonic() - started)
-            self.metrics.requests.labels(endpoint, str(status)).inc()
-            if status >= 400:
-                self.metrics.errors.labels(endpoint, str(status)).inc()
+            latency, requests, errors = self.children(getattr(route, "path", None) or "other", status)
+            latency.observe(time.monotonic() - started)
+            requests.inc()
+            if errors is not None:
+                errors.inc()
 
         async def send_and_count(message):
             nonlocal status

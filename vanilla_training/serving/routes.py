@@ -22,7 +22,7 @@ from .schema import (
     body_schema,
     errors,
 )
-from .service import Service
+from .service import Service, client_departure
 
 
 async def service(request: Request) -> Service:
@@ -44,15 +44,20 @@ router = APIRouter()
     openapi_extra=body_schema(TranslateRequest),
     summary="Translate text from a language to another",
 )
-async def translate(request: Request, served: Served):
+async def translate(request: Request):
+    served: Service = request.app.state.service  # not a dependency: the busiest route skips FastAPI's solving
     fields, is_json = await read_fields(request, served.settings.max_body_bytes)
     served.access.check_request(request, fields)
     call = parse_translate(fields, is_json, served.settings, served.codes)
-    if call.glossary is not None:
-        best, not_placed, detected = await served.translate_with_glossary(call, request.is_disconnected)
-        others = []
-    else:
-        best, others, detected = await served.translate(call, request.is_disconnected)
+    gone = client_departure(request.receive)
+    try:
+        if call.glossary is not None:
+            best, not_placed, detected = await served.translate_with_glossary(call, gone)
+            others = []
+        else:
+            best, others, detected = await served.translate(call, gone)
+    finally:
+        gone.cancel()
     result: dict[str, Any] = {"translatedText": best if call.is_list else best[0]}
     if call.source == "auto":
         result["detectedLanguage"] = detected if call.is_list else detected[0]

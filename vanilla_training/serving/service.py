@@ -12,6 +12,8 @@ import threading
 from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 
+from transformers import PreTrainedTokenizerFast
+
 from ..corpus import Direction, language_name
 from ..corpus.direction import pivot_language
 from ..glossary import Glossary, GlossaryError, GlossaryTranslation, translate_with_glossary
@@ -28,28 +30,42 @@ from .parsing import ApiError, TranslateCall
 from .settings import ServeSettings
 from .suggestions import Suggestions
 
-DISCONNECT_POLL_SECONDS = 0.05
 INLINE_CHARACTERS = 2000  # the longest request laid out on the event loop (`plain_request`)
 LAYOUT_THREADS = 32  # requests laid out at once (most of them waiting for pysbd's turn: see `paragraphs`)
 SURE = 50  # percent: a language not served into the target this likely is refused for source `auto` (`detect_source`)
 
 
 class TokenCounter:
-    """Counts tokens for the requests' side with a tokenizer of its own (one call at a time): a fast tokenizer keeps
-    its padding settings between calls, and the model's thread pads where this side does not."""
+    """Counts tokens for the requests' side, as `Translator.token_counts` does, one call at a time. A fast
+    tokenizer's own backend (`tokenizers.Tokenizer`) is called directly, on a copy: transformers' call around it
+    costs twice the count, a sentence is counted twice (its length checked in the layout, its tokens in the
+    batcher), and the model's thread pads where this side does not (a fast tokenizer keeps its padding between
+    calls). Another tokenizer (a converted Marian model's sentencepiece one) is called as it is, on a copy."""
 
     def __init__(self, translator: Translator):
-        self.translator = copy.copy(translator)
-        self.translator.tokenizer = copy.deepcopy(translator.tokenizer)
+        self.max_length = translator.max_length
         self.lock = threading.Lock()
+        self.count: Callable[[list[str]], list[int]]
+        if isinstance(translator.tokenizer, PreTrainedTokenizerFast):
+            tokenizer = translator.tokenizer.backend_tokenizer
+            backend = copy.deepcopy(tokenizer)
+            backend.no_padding()
+            backend.no_truncation()
+            backend.encode_special_tokens = tokenizer.encode_special_tokens  # `split_special_tokens`: not copied
+            self.count = lambda sentences: [len(encoding) for encoding in backend.encode_batch_fast(sentences)]
+        else:
+            copied = copy.copy(translator)
+            copied.tokenizer = copy.deepcopy(translator.tokenizer)
+            self.count = copied.token_counts
 
     def token_counts(self, sentences: list[str]) -> list[int]:
+        """The number of tokens of each sentence, end token included."""
         with self.lock:
-            return self.translator.token_counts(sentences)
+            return self.count(sentences)
 
     def fits(self, sentence: str) -> bool:
-        with self.lock:
-            return self.translator.fits(sentence)
+        """Whether the model accepts `sentence` whole (its tokens within `max_length`)."""
+        return self.token_counts([sentence])[0] <= self.max_length
 
 
 @dataclasses.dataclass
@@ -281,7 +297,7 @@ class Service:
             )
         return pair
 
-    async def laid_out(self, call: TranslateCall, disconnected: Callable[[], Awaitable[bool]]) -> list[Text]:
+    async def laid_out(self, call: TranslateCall, gone: asyncio.Future) -> list[Text]:
         """`lay_out` on a thread of `layout_threads`, or on the event loop for a short request that needs no pysbd
         (`plain_request`); a client that goes meanwhile stops its layout (ApiError 499)."""
         budget = Budget()
@@ -289,7 +305,7 @@ class Service:
             return self.lay_out(call, budget)
         layout_work = asyncio.get_running_loop().run_in_executor(self.layout_threads, self.lay_out, call, budget)
         try:
-            return await unless_gone(layout_work, disconnected)
+            return await unless_gone(layout_work, gone)
         except Cancelled:
             raise ApiError(499, "Client closed the request") from None
         finally:
@@ -297,21 +313,18 @@ class Service:
             layout_work.cancel()
 
     async def translate(
-        self, call: TranslateCall, disconnected: Callable[[], Awaitable[bool]]
+        self, call: TranslateCall, gone: asyncio.Future
     ) -> tuple[list[str], list[list[str]], list[dict | None]]:
         """Each text's best translation, its alternatives, and its detected language (source `auto`). The texts are
         laid out by `laid_out`."""
-        texts = await self.laid_out(call, disconnected)
+        texts = await self.laid_out(call, gone)
         hypotheses = 1 if call.text_format == "html" else call.alternatives + 1  # as LibreTranslate: none for HTML
         by_pair: dict[tuple[str, str], list[str]] = {}
         for text in texts:
             if text.pair is not None:
                 by_pair.setdefault((text.pair.source, text.pair.target), []).extend(layout_sentences(text.parts))
         results = await asyncio.gather(
-            *(
-                self._translated(self.pairs[key], sentences, hypotheses, disconnected)
-                for key, sentences in by_pair.items()
-            )
+            *(self._translated(self.pairs[key], sentences, hypotheses, gone) for key, sentences in by_pair.items())
         )
         answers = {key: iter(result) for key, result in zip(by_pair, results, strict=True)}
         best, alternatives = [], []
@@ -327,7 +340,7 @@ class Service:
         return best, alternatives, [text.detected for text in texts]
 
     async def translate_with_glossary(
-        self, call: TranslateCall, disconnected: Callable[[], Awaitable[bool]]
+        self, call: TranslateCall, gone: asyncio.Future
     ) -> tuple[list[str], list[list[dict]], list]:
         """Each text's translation with `call.glossary`'s terms placed, as `vanilla-translate --glossary` gives it
         (the torch model's constrained beam search, on the model's thread, beside the batches), the terms it could
@@ -336,9 +349,9 @@ class Service:
         where the queue is full."""
         if call.alternatives > 0:
             raise ApiError(400, "Invalid request: a glossary cannot be given with alternatives")
-        texts = await self.laid_out(call, disconnected)
+        texts = await self.laid_out(call, gone)
         pairs = {(text.pair.source, text.pair.target): text.pair for text in texts if text.pair is not None}
-        glossaries = {key: await asyncio.to_thread(self._glossary, pair, call.glossary) for key, pair in pairs.items()}
+        glossaries = {key: await self._glossary(pair, call.glossary) for key, pair in pairs.items()}
         sentences: dict[tuple[str, str], list[str]] = {key: [] for key in pairs}
         for text in texts:
             if text.pair is not None:
@@ -368,9 +381,9 @@ class Service:
             not_placed.append([{"source": term.source, "target": term.target} for term in missing])
         return best, not_placed, [text.detected for text in texts]
 
-    def _glossary(self, pair: Pair, terms: dict[str, str]) -> Glossary:
-        """`terms` checked against `pair`'s tokenizer; ApiError 400 naming a bad term, or a model that cannot place
-        terms."""
+    async def _glossary(self, pair: Pair, terms: dict[str, str]) -> Glossary:
+        """`terms` checked against `pair`'s tokenizer, on the model's thread (the tokenizer's, which transformers'
+        calls reconfigure); ApiError 400 naming a bad term, or a model that cannot place terms."""
         if pair.legs is not None or not isinstance(pair.backend, TorchBackend):
             how = "through two models" if pair.legs is not None else f"by {pair.backend.description}"
             raise ApiError(
@@ -378,9 +391,10 @@ class Service:
                 f"Invalid request: glossary: {pair.source}-{pair.target} is translated {how}, which cannot place "
                 "glossary terms (only the torch backend's model of the direction can)",
             )
+        tokenizer = pair.backend.translator.tokenizer
+        build = functools.partial(Glossary.build, terms, tokenizer, self.settings.max_glossary_terms)
         try:
-            with pair.counter.lock:
-                return Glossary.build(terms, pair.counter.translator.tokenizer, self.settings.max_glossary_terms)
+            return await asyncio.get_running_loop().run_in_executor(self.model_thread, build)
         except GlossaryError as error:
             raise ApiError(400, f"Invalid request: {error}") from None
 
@@ -401,25 +415,25 @@ class Service:
             raise ApiError(500, f"Cannot translate text: {error}") from error
 
     async def _translated(
-        self, pair: Pair, sentences: list[str], hypotheses: int, disconnected: Callable[[], Awaitable[bool]]
+        self, pair: Pair, sentences: list[str], hypotheses: int, gone: asyncio.Future
     ) -> list[list[str]]:
         """The sentences' translations by `pair`: for a pivot, the first leg's best translation translated by the
         second (whose alternatives are the answer's)."""
         if pair.legs is None:
-            return await self._batched(pair.batcher, sentences, hypotheses, disconnected)
+            return await self._batched(pair.batcher, sentences, hypotheses, gone)
         first, second = pair.legs
-        middle = [best for best, *_ in await self._batched(first.batcher, sentences, 1, disconnected)]
-        return await self._batched(second.batcher, middle, hypotheses, disconnected)
+        middle = [best for best, *_ in await self._batched(first.batcher, sentences, 1, gone)]
+        return await self._batched(second.batcher, middle, hypotheses, gone)
 
     @staticmethod
     async def _batched(
-        batcher: Batcher, sentences: list[str], hypotheses: int, disconnected: Callable[[], Awaitable[bool]]
+        batcher: Batcher, sentences: list[str], hypotheses: int, gone: asyncio.Future
     ) -> list[list[str]]:
         """The sentences' translations from `batcher`; a client that has gone takes its sentences out of the queue
         (ApiError 499). ApiError 503 where the queue is full, 500 where the model fails."""
         work = asyncio.ensure_future(batcher.translate(sentences, hypotheses))
         try:
-            return await unless_gone(work, disconnected)
+            return await unless_gone(work, gone)
         except QueueFull as error:
             raise ApiError(503, f"Slowdown: {error}", headers={"Retry-After": "1"}) from error
         except ApiError:
@@ -439,10 +453,23 @@ def plain_request(call: TranslateCall) -> bool:
     return all_taken_whole(call.texts, call.source)
 
 
-async def unless_gone(work: asyncio.Future, disconnected: Callable[[], Awaitable[bool]]):
-    """The result of `work`, looking every `DISCONNECT_POLL_SECONDS` whether the client has gone (ApiError 499)."""
-    while not work.done():
-        await asyncio.wait({work}, timeout=DISCONNECT_POLL_SECONDS)
-        if not work.done() and await disconnected():
-            raise ApiError(499, "Client closed the request")
+def client_departure(receive: Callable[[], Awaitable[dict]]) -> asyncio.Task:
+    """A task that ends when the client of a request whose body has been read goes away: the ASGI server's
+    `receive` then answers `http.disconnect` (uvicorn's does so too once the answer is sent). Awaited beside the
+    request's work (`unless_gone`), it costs nothing while the client waits; cancel it once the request is
+    answered."""
+
+    async def departed() -> None:
+        while (await receive())["type"] != "http.disconnect":
+            pass
+
+    return asyncio.ensure_future(departed())
+
+
+async def unless_gone(work: asyncio.Future, gone: asyncio.Future):
+    """The result of `work`, unless `gone` (see `client_departure`) ends first: ApiError 499."""
+    if not work.done():
+        await asyncio.wait({work, gone}, return_when=asyncio.FIRST_COMPLETED)
+    if not work.done():
+        raise ApiError(499, "Client closed the request")
     return work.result()
